@@ -1,0 +1,1 @@
+"""Jobs, schedules and sensors: what starts work and what follows it up."""

@@ -1,0 +1,43 @@
+"""Jobs: the daily chain in the current lane, the same chain in the backfill lane, reference data."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from ..lanes import BACKFILL, CURRENT, LANE_TAG
+
+DAILY_CHAIN = (
+    "raw_order_lines",
+    "stg_order_lines",
+    "quarantine_order_lines",
+    "fact_sales",
+    "agg_daily_sales",
+    "metric_gross_revenue",
+    "mart_finance_daily_sales",
+    "mart_executive_revenue",
+)
+
+daily_sales_chain = dg.AssetSelection.assets(*DAILY_CHAIN)
+
+daily_sales_job = dg.define_asset_job(
+    "daily_sales_job",
+    selection=daily_sales_chain,
+    description="Load one business day end to end in the current lane: raw -> staging -> fact -> agg -> metric -> marts.",
+    tags={LANE_TAG: CURRENT},
+)
+
+backfill_sales_job = dg.define_asset_job(
+    "backfill_sales_job",
+    selection=daily_sales_chain,
+    description=(
+        "Rebuild a range of historical days in the backfill lane (one run for the whole range). "
+        "Refuses the current day unless tagged atlasmart/include_current=true."
+    ),
+    tags={LANE_TAG: BACKFILL},
+)
+
+reference_job = dg.define_asset_job(
+    "reference_job",
+    selection=dg.AssetSelection.assets("dim_customer", "dim_product"),
+    description="Reload the customer and product dimensions from the reference extracts.",
+)

@@ -1,0 +1,191 @@
+"""Certification: where it is decided which version of a partition consumers may read.
+
+Runs build and check; they do not certify. After a run succeeded, the gate
+looks at what the run built for each certified asset and partition, and
+certifies it only if all of these hold:
+
+1. the run recorded no failed blocking check for the partition, and the
+   asset's own reconciliation check ran and passed;
+2. no certification hold covers the asset and partition (incident containment);
+3. the chain reconciles *at the pinned snapshots*: fact_sales = agg_daily_sales
+   = governed metric = the mart, recomputed now from the published tables;
+4. the staged rows reconciled (manifest = accepted + quarantined), the fact
+   grain is unique and no money is negative, by the latest checks of the day;
+5. the fingerprint recomputed at the pinned snapshot equals the one recorded
+   at build time (what is certified is exactly what was checked).
+
+A certification appends ``CERTIFIED`` (asset, partition, snapshot id,
+fingerprint, control tuple, run id, lane, time, actor) to the ledger; a refusal
+appends ``CERTIFICATION_REFUSED`` with its reasons. Consumers read each
+partition at its newest certification that was not withdrawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .assets.facts import GRAIN_UNIQUE, NO_NEGATIVE_MONEY
+from .assets.staging import STAGED_ROWS_RECONCILE
+from .checks.reconciliation import MART_MATCHES_AGG_AND_METRIC, METRIC_MATCHES_AGG
+from .controls import ControlTuple
+from .ledger import BUILT, CERTIFIED, PartitionEvent
+from .platform import Platform
+from .reconcile import controls_of, fingerprints_of, metric_revenue_of
+from .tables import (
+    AGG_DAILY_SALES,
+    FACT_SALES,
+    MART_EXECUTIVE_REVENUE,
+    MART_FINANCE_DAILY_SALES,
+    METRIC_GROSS_REVENUE,
+    TABLES_BY_NAME,
+)
+
+CERTIFICATION_REFUSED = "CERTIFICATION_REFUSED"
+CERTIFIED_ASSETS = (METRIC_GROSS_REVENUE.name, MART_FINANCE_DAILY_SALES.name, MART_EXECUTIVE_REVENUE.name)
+# The check each certified asset must have passed in the building run.
+OWN_CHECK = {
+    METRIC_GROSS_REVENUE.name: METRIC_MATCHES_AGG,
+    MART_FINANCE_DAILY_SALES.name: MART_MATCHES_AGG_AND_METRIC,
+    MART_EXECUTIVE_REVENUE.name: MART_MATCHES_AGG_AND_METRIC,
+}
+# Checks of the upstream chain whose latest result for the day must be a pass.
+UPSTREAM_CHECKS = (
+    ("stg_order_lines", STAGED_ROWS_RECONCILE),
+    ("fact_sales", GRAIN_UNIQUE),
+    ("fact_sales", NO_NEGATIVE_MONEY),
+)
+
+
+@dataclass
+class GateDecision:
+    asset: str
+    partition: str
+    certified: bool
+    reasons: list[str] = field(default_factory=list)
+    snapshot_id: int | None = None
+    fingerprint: str | None = None
+    controls: ControlTuple | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "asset": self.asset,
+            "partition": self.partition,
+            "certified": self.certified,
+            "reasons": self.reasons,
+            "snapshot_id": self.snapshot_id,
+            "fingerprint": self.fingerprint,
+            "controls": self.controls.to_json() if self.controls else None,
+        }
+
+
+def _latest_built(platform: Platform, asset: str, partition: str, up_to_id: int | None = None) -> PartitionEvent | None:
+    events = [e for e in platform.ledger.events(asset=asset, partition=partition, states=(BUILT,))]
+    if up_to_id is not None:
+        events = [e for e in events if e.id <= up_to_id]
+    return events[-1] if events else None
+
+
+def _latest_check(platform: Platform, asset: str, check: str, partition: str) -> dict | None:
+    results = [r for r in platform.ledger.check_results(partition=partition, asset=asset) if r["check_name"] == check]
+    return results[-1] if results else None
+
+
+def chain_reasons(platform: Platform, built: PartitionEvent) -> tuple[list[str], ControlTuple | None]:
+    """Reasons the chain under ``built`` does not reconcile (empty when it does), and the fact controls."""
+    partition = built.partition
+    reasons: list[str] = []
+    pinned = {}
+    for asset in (FACT_SALES.name, AGG_DAILY_SALES.name, METRIC_GROSS_REVENUE.name):
+        event = built if built.asset == asset else _latest_built(platform, asset, partition, up_to_id=built.id)
+        if event is None:
+            reasons.append(f"{asset} was never built for {partition}")
+        pinned[asset] = event.snapshot_id if event else None
+    if reasons:
+        return reasons, None
+    wh = platform.warehouse
+    fact = controls_of(wh, FACT_SALES, [partition], pinned[FACT_SALES.name])[partition]
+    agg = controls_of(wh, AGG_DAILY_SALES, [partition], pinned[AGG_DAILY_SALES.name])[partition]
+    metric = metric_revenue_of(wh, [partition], pinned[METRIC_GROSS_REVENUE.name])[partition]
+    if agg != fact:
+        reasons.append(f"agg_daily_sales {agg} differs from fact_sales {fact}")
+    if metric != fact.revenue_usd:
+        reasons.append(f"governed revenue {metric} differs from fact revenue {fact.revenue_usd}")
+    if built.asset != METRIC_GROSS_REVENUE.name:
+        mart = controls_of(wh, TABLES_BY_NAME[built.asset], [partition], built.snapshot_id)[partition]
+        if mart != fact:
+            reasons.append(f"{built.asset} {mart} differs from fact_sales {fact}")
+    for asset, check in UPSTREAM_CHECKS:
+        latest = _latest_check(platform, asset, check, partition)
+        if latest is None or not latest["passed"]:
+            reasons.append(f"latest {asset}:{check} for {partition} is {'missing' if latest is None else 'failed'}")
+    return reasons, fact
+
+
+def decide(platform: Platform, built: PartitionEvent, run_succeeded: bool) -> GateDecision:
+    """Run the gate for one BUILT candidate (no ledger writes)."""
+    decision = GateDecision(built.asset, built.partition, False, snapshot_id=built.snapshot_id, fingerprint=built.fingerprint)
+    if not run_succeeded:
+        decision.reasons.append(f"run {built.run_id} did not succeed")
+    run_checks = platform.ledger.check_results(run_id=built.run_id, partition=built.partition)
+    for failed in (c for c in run_checks if c["blocking"] and not c["passed"]):
+        decision.reasons.append(f"blocking check {failed['asset']}:{failed['check_name']} failed in run {built.run_id}")
+    own = OWN_CHECK[built.asset]
+    if not any(c["asset"] == built.asset and c["check_name"] == own and c["passed"] for c in run_checks):
+        decision.reasons.append(f"{built.asset}:{own} did not pass in run {built.run_id}")
+    hold = platform.ledger.active_hold(built.asset, built.partition)
+    if hold is not None:
+        decision.reasons.append(f"certification held by {hold['incident_id'] or hold['actor']}: {hold['reason']}")
+    chain, fact_controls = chain_reasons(platform, built)
+    decision.reasons.extend(chain)
+    decision.controls = fact_controls
+    spec = TABLES_BY_NAME[built.asset]
+    recomputed = fingerprints_of(platform.warehouse, spec, [built.partition], built.snapshot_id)[built.partition]
+    if recomputed != built.fingerprint:
+        decision.reasons.append(
+            f"fingerprint at snapshot {built.snapshot_id} is {recomputed[:12]}…, not the built {str(built.fingerprint)[:12]}…"
+        )
+    decision.certified = not decision.reasons
+    return decision
+
+
+def certify_run(
+    platform: Platform, run_id: str, run_succeeded: bool, actor: str = "certification-gate"
+) -> list[GateDecision]:
+    """Certify (or refuse) everything ``run_id`` built for certified assets. Idempotent."""
+    ledger = platform.ledger
+    built = [e for e in ledger.events(run_id=run_id, states=(BUILT,)) if e.asset in CERTIFIED_ASSETS]
+    decided = {
+        e.detail.get("built_event_id")
+        for e in ledger.events(run_id=run_id, states=(CERTIFIED, CERTIFICATION_REFUSED))
+    }
+    # Only the newest build of each (asset, partition) in the run counts.
+    newest: dict[tuple[str, str], PartitionEvent] = {}
+    for event in built:
+        newest[(event.asset, event.partition)] = event
+    decisions = []
+    at = platform.clock.now()
+    for event in newest.values():
+        if event.id in decided:
+            continue
+        decision = decide(platform, event, run_succeeded)
+        ledger.append_event(
+            event.asset,
+            event.partition,
+            CERTIFIED if decision.certified else CERTIFICATION_REFUSED,
+            at,
+            actor=actor,
+            snapshot_id=event.snapshot_id,
+            fingerprint=event.fingerprint,
+            controls=decision.controls,
+            run_id=run_id,
+            lane=event.lane,
+            reason=None if decision.certified else "; ".join(decision.reasons),
+            detail={"built_event_id": event.id, "reasons": decision.reasons},
+        )
+        decisions.append(decision)
+    return decisions
+
+
+def certified_partitions(decisions: Iterable[GateDecision]) -> list[str]:
+    return sorted({d.partition for d in decisions if d.certified})

@@ -1,0 +1,69 @@
+"""The code location: every asset, check, job, schedule and sensor, composed once.
+
+Global choices live here and nowhere else:
+
+* the **in-process executor**: every asset is set-based SQL in DuckDB, which
+  already uses both cores; a process per step would add ~10 s of start-up to
+  every run (measured: ~3.5 s vs ~20 s for ``dagster asset materialize``);
+* one ``atlasmart`` resource, configured from the environment at run time.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from .assets.aggregates import agg_daily_sales
+from .assets.consumers import CONSUMER_SPECS
+from .assets.dimensions import dim_customer, dim_product
+from .assets.facts import fact_sales
+from .assets.marts import mart_executive_revenue, mart_finance_daily_sales
+from .assets.raw import raw_order_lines
+from .assets.semantic import metric_gross_revenue
+from .assets.staging import stg_order_lines
+from .automation.jobs import backfill_sales_job, daily_sales_job, reference_job
+from .automation.schedules import daily_sales_schedule
+from .automation.sensors import certification_sensor, landing_manifest_sensor
+from .checks.reconciliation import (
+    agg_matches_fact,
+    executive_channel_split_adds_up,
+    executive_mart_reconciles,
+    finance_mart_reconciles,
+    metric_matches_agg,
+)
+from .resources import AtlasmartResource
+
+ASSETS = [
+    raw_order_lines,
+    stg_order_lines,
+    fact_sales,
+    agg_daily_sales,
+    metric_gross_revenue,
+    mart_finance_daily_sales,
+    mart_executive_revenue,
+    dim_customer,
+    dim_product,
+    *CONSUMER_SPECS,
+]
+ASSET_CHECKS = [
+    agg_matches_fact,
+    metric_matches_agg,
+    finance_mart_reconciles,
+    executive_mart_reconciles,
+    executive_channel_split_adds_up,
+]
+
+
+def build_definitions(atlasmart: AtlasmartResource | None = None) -> dg.Definitions:
+    """The Definitions object; tests and drills pass a resource bound to a scratch home."""
+    return dg.Definitions(
+        assets=ASSETS,
+        asset_checks=ASSET_CHECKS,
+        jobs=[daily_sales_job, backfill_sales_job, reference_job],
+        schedules=[daily_sales_schedule],
+        sensors=[landing_manifest_sensor, certification_sensor],
+        resources={"atlasmart": atlasmart or AtlasmartResource()},
+        executor=dg.in_process_executor,
+    )
+
+
+defs = build_definitions()

@@ -1,0 +1,102 @@
+"""Error classes that say whether a failure is worth retrying.
+
+Every failure in AtlasMart is one of two kinds:
+
+* **transient**: the storage layer was busy or flaky (an Iceberg commit lost a
+  race, SQLite was locked, an I/O call failed). Running the same step again
+  with the same inputs can succeed, so the step's ``RetryPolicy`` retries it.
+* **permanent**: the input or the code is wrong (source not ready, a lying
+  manifest, a contract violation, bad data, raw evidence conflict). Retrying
+  cannot help and only delays the page, so the step fails at once with
+  ``Failure(allow_retries=False)``.
+
+Anything we cannot classify is treated as permanent: retrying an unknown bug
+hides it and can multiply its damage.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import duckdb
+from pyiceberg.exceptions import CommitFailedException
+
+
+class AtlasmartError(Exception):
+    """Base class for errors raised on purpose by AtlasMart."""
+
+
+class TransientError(AtlasmartError):
+    """A failure that a retry with the same inputs can cure."""
+
+
+class InjectedTransientError(TransientError):
+    """A transient failure injected on purpose by a drill or a test."""
+
+
+class PermanentError(AtlasmartError):
+    """A failure that no retry can cure; it needs a person or new input."""
+
+    kind = "permanent"
+
+
+class SourceNotReady(PermanentError):
+    """The landing zone does not (yet) hold a complete, truthful batch."""
+
+    kind = "source_not_ready"
+
+    def __init__(self, partition: str, problems: list[str]):
+        self.partition = partition
+        self.problems = list(problems)
+        super().__init__(
+            f"source not ready for sales_date={partition}: " + "; ".join(self.problems)
+        )
+
+
+class ContractViolation(PermanentError):
+    """The batch does not conform to its source contract."""
+
+    kind = "contract_violation"
+
+
+class RawEvidenceConflict(PermanentError):
+    """A batch id already in the raw store arrived again with different bytes."""
+
+    kind = "raw_evidence_conflict"
+
+
+class CertificationRefused(PermanentError):
+    """The certification gate refused to certify a partition."""
+
+    kind = "certification_refused"
+
+
+class LaneViolation(PermanentError):
+    """A run tried to do work its concurrency lane does not allow."""
+
+    kind = "lane_violation"
+
+
+_TRANSIENT_SQLITE_MARKERS = ("database is locked", "database is busy", "disk i/o error")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when ``exc`` is a failure that retrying the same step can cure."""
+    if isinstance(exc, TransientError | CommitFailedException):
+        return True
+    if isinstance(exc, PermanentError):
+        return False
+    if isinstance(exc, sqlite3.OperationalError):
+        return any(m in str(exc).lower() for m in _TRANSIENT_SQLITE_MARKERS)
+    if isinstance(exc, duckdb.IOException):
+        return True
+    # Missing files and permissions are configuration problems, not flakiness.
+    if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
+        return False
+    if isinstance(exc, OSError):
+        return True
+    # SQLAlchemy wraps sqlite3 errors used by the Iceberg SQL catalog.
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and cause is not exc and type(exc).__module__.startswith("sqlalchemy"):
+        return is_transient(cause)
+    return False

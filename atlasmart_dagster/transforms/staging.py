@@ -1,0 +1,126 @@
+"""The quality gate: raw rows -> accepted versions (staging) + quarantine.
+
+Rules, in the order a row is judged (the first that applies is its reason):
+
+1. ``type_error``            a value failed to cast to its contract type
+2. ``null_required_field``   a required field is NULL
+3. ``wrong_partition``       the row's sales_date is not the batch's day
+4. ``non_positive_quantity`` quantity <= 0
+5. ``negative_amount``       line amount or cost below zero
+6. ``unknown_channel``       channel outside the contract's list
+7. ``duplicate_key``         an exact re-send: same key and same content as the
+                             previous version of that key, later source_seq
+
+Rows that pass are *accepted*. Of the accepted versions of one
+``(order_id, line_no)`` the one with the highest ``source_seq`` is current;
+earlier ones stay in staging as history (``is_current = false``). Every raw
+row ends in exactly one of the two outputs, so staged = accepted + quarantined.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+
+from ..contracts import CANONICAL_NAMES, CHANNELS
+
+REASONS = (
+    "type_error",
+    "null_required_field",
+    "wrong_partition",
+    "non_positive_quantity",
+    "negative_amount",
+    "unknown_channel",
+    "duplicate_key",
+)
+
+_CONTENT = (
+    "row_sales_date, event_ts, customer_id, product_id, channel, quantity, line_amount_usd, line_cost_usd, status"
+)
+
+
+def _required_fields() -> list[str]:
+    return ["row_sales_date" if n == "sales_date" else n for n in CANONICAL_NAMES]
+
+
+def gate_sql(raw: str = "raw_order_lines") -> str:
+    """SQL that labels every raw row with its gate outcome (reason NULL = accepted)."""
+    required = _required_fields()
+    any_null = " OR ".join(f"{c} IS NULL" for c in required)
+    null_list = ", ".join(
+        f"CASE WHEN {c} IS NULL THEN '{'sales_date' if c == 'row_sales_date' else c}' END" for c in required
+    )
+    channels = ", ".join(f"'{c}'" for c in CHANNELS)
+    return f"""
+WITH judged AS (
+    SELECT *,
+        CASE
+            WHEN type_error_fields IS NOT NULL THEN 'type_error'
+            WHEN {any_null} THEN 'null_required_field'
+            WHEN row_sales_date <> partition_date THEN 'wrong_partition'
+            WHEN quantity <= 0 THEN 'non_positive_quantity'
+            WHEN line_amount_usd < 0 OR line_cost_usd < 0 THEN 'negative_amount'
+            WHEN channel NOT IN ({channels}) THEN 'unknown_channel'
+        END AS rule_reason,
+        CASE
+            WHEN type_error_fields IS NOT NULL THEN type_error_fields
+            WHEN {any_null} THEN concat_ws(',', {null_list})
+            WHEN row_sales_date <> partition_date THEN 'sales_date ' || row_sales_date::VARCHAR
+            WHEN quantity <= 0 THEN 'quantity ' || quantity::VARCHAR
+            WHEN line_amount_usd < 0 OR line_cost_usd < 0 THEN concat_ws(',',
+                CASE WHEN line_amount_usd < 0 THEN 'line_amount_usd' END,
+                CASE WHEN line_cost_usd < 0 THEN 'line_cost_usd' END)
+            WHEN channel NOT IN ({channels}) THEN 'channel ' || channel
+        END AS rule_detail
+    FROM {raw}
+),
+versions AS (
+    SELECT *,
+        lag(source_seq) OVER key_order AS previous_seq,
+        lag(struct_pack({_CONTENT})) OVER key_order AS previous_content,
+        struct_pack({_CONTENT}) AS content
+    FROM judged
+    WHERE rule_reason IS NULL
+    WINDOW key_order AS (PARTITION BY partition_date, order_id, line_no ORDER BY source_seq, batch_id, source_row)
+),
+deduplicated AS (
+    SELECT *,
+        previous_seq IS NOT NULL AND previous_content IS NOT DISTINCT FROM content AS is_duplicate
+    FROM versions
+)
+SELECT j.*,
+    coalesce(j.rule_reason, CASE WHEN d.is_duplicate THEN 'duplicate_key' END) AS reason,
+    coalesce(j.rule_detail, CASE WHEN d.is_duplicate THEN 'exact re-send of source_seq ' || d.previous_seq::VARCHAR END)
+        AS reason_detail
+FROM judged j
+LEFT JOIN deduplicated d USING (batch_id, source_row)
+"""
+
+
+def run_gate(con: duckdb.DuckDBPyConnection, raw: str = "raw_order_lines") -> tuple[pa.Table, pa.Table]:
+    """Return (accepted staging rows, quarantined rows) for the raw rows in ``raw``."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE gated AS {gate_sql(raw)}")
+    staged = con.sql(
+        """
+        SELECT partition_date AS sales_date, order_id, line_no, source_seq, batch_id, source_row,
+               event_ts, customer_id, product_id, channel, quantity, line_amount_usd, line_cost_usd, status,
+               row_number() OVER (
+                   PARTITION BY partition_date, order_id, line_no
+                   ORDER BY source_seq DESC, batch_id DESC, source_row DESC) = 1 AS is_current
+        FROM gated
+        WHERE reason IS NULL
+        ORDER BY sales_date, order_id, line_no, source_seq, batch_id, source_row
+        """
+    ).to_arrow_table()
+    quarantined = con.sql(
+        """
+        SELECT partition_date AS sales_date, batch_id, source_row, source_seq, order_id, line_no,
+               reason, reason_detail, row_sales_date, event_ts, customer_id, product_id, channel, quantity,
+               line_amount_usd, line_cost_usd, status, invalid_values_json
+        FROM gated
+        WHERE reason IS NOT NULL
+        ORDER BY sales_date, batch_id, source_row
+        """
+    ).to_arrow_table()
+    con.execute("DROP TABLE gated")
+    return staged, quarantined

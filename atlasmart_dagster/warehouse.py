@@ -1,0 +1,274 @@
+"""The warehouse: Iceberg tables (pyiceberg, SQL catalog) read and written with DuckDB.
+
+Writes go through pyiceberg so every partition replacement is one atomic
+Iceberg commit (``overwrite`` with a filter on the partition column), and every
+commit is a snapshot that certification can pin. Reads of more than a handful
+of rows let pyiceberg *plan* the files and DuckDB *read* them, which is an
+order of magnitude faster than ``scan().to_arrow()`` for large partitions.
+That shortcut is valid only while tables have no delete files; pyiceberg's
+copy-on-write overwrite never writes any, and ``data_files`` refuses to
+continue if one ever appears.
+
+Concurrent commits (the current and backfill lanes writing different days of
+the same table) race on the catalog row: the loser gets
+``CommitFailedException``. It is transient: reload the table and redo the
+overwrite, which is idempotent because it replaces whole partitions.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import warnings
+from datetime import date
+from functools import cached_property
+from typing import Iterable, Sequence
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NoSuchTableError, ValidationException
+from pyiceberg.expressions import AlwaysTrue, EqualTo, In
+from pyiceberg.table import Table
+
+from .errors import TransientError, is_transient
+from .home import AtlasmartHome
+from .tables import NAMESPACE, TableSpec
+
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+COMMIT_ATTEMPTS = 8
+SNAPSHOT_PROPERTY_PREFIX = "atlasmart."
+TABLE_PROPERTIES = {
+    # pyiceberg re-bases a lost commit on the new head and reuses the files it
+    # wrote; more attempts than the default 4 keep two lanes from starving.
+    "commit.retry.num-retries": "10",
+    # Every commit writes a new metadata.json; keep a bounded history of them.
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+}
+
+
+def _partition_filter(spec: TableSpec, partitions: Sequence[str] | None):
+    if spec.partition_column is None or partitions is None:
+        return AlwaysTrue()
+    if len(partitions) == 1:
+        return EqualTo(spec.partition_column, partitions[0])
+    return In(spec.partition_column, list(partitions))
+
+
+def _local_path(uri: str) -> str:
+    return uri.removeprefix("file://")
+
+
+def duckdb_connection() -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory DuckDB connection with UTC session time."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+class Warehouse:
+    """Iceberg tables of one AtlasMart home."""
+
+    def __init__(self, home: AtlasmartHome):
+        self.home = home.ensure()
+
+    @cached_property
+    def catalog(self) -> SqlCatalog:
+        catalog = SqlCatalog(
+            NAMESPACE,
+            # timeout: wait for the SQLite write lock instead of failing at once.
+            uri=f"sqlite:///{self.home.catalog_db}?timeout=60",
+            warehouse=f"file://{self.home.warehouse_dir}",
+        )
+        catalog.create_namespace_if_not_exists(NAMESPACE)
+        return catalog
+
+    # -- tables -----------------------------------------------------------
+    def table(self, spec: TableSpec) -> Table:
+        """Load the table, creating it on first use."""
+        try:
+            return self.catalog.load_table(spec.identifier)
+        except NoSuchTableError:
+            return self.catalog.create_table_if_not_exists(
+                spec.identifier,
+                schema=spec.iceberg_schema(),
+                partition_spec=spec.partition_spec(),
+                properties=TABLE_PROPERTIES,
+            )
+
+    def exists(self, spec: TableSpec) -> bool:
+        return self.catalog.table_exists(spec.identifier)
+
+    def current_snapshot_id(self, spec: TableSpec) -> int | None:
+        if not self.exists(spec):
+            return None
+        snapshot = self.table(spec).current_snapshot()
+        return snapshot.snapshot_id if snapshot else None
+
+    # -- writes -----------------------------------------------------------
+    def overwrite(
+        self,
+        spec: TableSpec,
+        data: pa.Table,
+        partitions: Sequence[str] | None,
+        properties: dict[str, str] | None = None,
+    ) -> int:
+        """Atomically replace ``partitions`` (all rows if unpartitioned) with ``data``.
+
+        Returns the id of the snapshot that holds the new state. Refuses rows
+        outside the named partitions, so a bug can never write into a day it
+        was not asked to replace.
+        """
+        data = spec.conform(data)
+        if spec.partition_column is not None:
+            if not partitions:
+                raise ValueError(f"overwrite of {spec.name} needs the partitions it replaces")
+            present = {d.isoformat() for d in pc.unique(data.column(spec.partition_column)).to_pylist() if d}
+            stray = present - set(partitions)
+            if stray or data.column(spec.partition_column).null_count:
+                raise ValueError(f"{spec.name}: rows outside the partitions being replaced: {sorted(stray)}")
+        props = {SNAPSHOT_PROPERTY_PREFIX + k: str(v) for k, v in (properties or {}).items()}
+        if partitions is not None:
+            props[SNAPSHOT_PROPERTY_PREFIX + "partitions"] = ",".join(partitions)
+        last_error: BaseException | None = None
+        for attempt in range(COMMIT_ATTEMPTS):
+            try:
+                table = self.table(spec)
+                with warnings.catch_warnings():
+                    # Replacing a partition that does not exist yet is normal here.
+                    warnings.filterwarnings("ignore", message="Delete operation did not match any records")
+                    table.overwrite(
+                        data, overwrite_filter=_partition_filter(spec, partitions), snapshot_properties=props
+                    )
+                return table.current_snapshot().snapshot_id
+            except Exception as exc:  # noqa: BLE001 - classified below
+                # ValidationException: another writer replaced the same partition
+                # between our read and our commit. Replacing it again from our
+                # inputs is what a sequential run would have done (last writer wins).
+                if not (is_transient(exc) or isinstance(exc, ValidationException)):
+                    raise
+                last_error = exc
+                # Exponential backoff with full jitter: concurrent writers spread out.
+                time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
+        raise TransientError(
+            f"commit to {spec.name} for {','.join(partitions or ['all'])} kept conflicting "
+            f"after {COMMIT_ATTEMPTS} attempts: {last_error}"
+        ) from last_error
+
+    # -- reads ------------------------------------------------------------
+    def data_files(
+        self, spec: TableSpec, partitions: Sequence[str] | None = None, snapshot_id: int | None = None
+    ) -> list[str]:
+        """Local paths of the data files holding ``partitions`` at ``snapshot_id``."""
+        if not self.exists(spec):
+            return []
+        table = self.table(spec)
+        if snapshot_id is None and table.current_snapshot() is None:
+            return []
+        scan = table.scan(row_filter=_partition_filter(spec, partitions), snapshot_id=snapshot_id)
+        files = []
+        for task in scan.plan_files():
+            if task.delete_files:
+                raise RuntimeError(f"{spec.name} has delete files; direct Parquet reads would be wrong")
+            files.append(_local_path(task.file.file_path))
+        return sorted(files)
+
+    def partition_row_counts(
+        self, spec: TableSpec, partitions: Sequence[str], snapshot_id: int | None = None
+    ) -> dict[str, int]:
+        """Rows per partition from Iceberg file statistics (no data is read)."""
+        counts = {p: 0 for p in partitions}
+        if not self.exists(spec) or spec.partition_column is None:
+            return counts
+        table = self.table(spec)
+        if snapshot_id is None and table.current_snapshot() is None:
+            return counts
+        for task in table.scan(row_filter=_partition_filter(spec, partitions), snapshot_id=snapshot_id).plan_files():
+            # Identity partition on a date column: the value is days since the epoch.
+            day = date.fromordinal(_EPOCH_ORDINAL + task.file.partition[0]).isoformat()
+            if day in counts:
+                counts[day] += task.file.record_count
+        return counts
+
+    def relation_sql(
+        self, spec: TableSpec, partitions: Sequence[str] | None = None, snapshot_id: int | None = None
+    ) -> str:
+        """A DuckDB SELECT over the table's rows (optionally some partitions, at a snapshot)."""
+        files = self.data_files(spec, partitions, snapshot_id)
+        if not files:
+            return spec.empty_select_sql()
+        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        columns = ", ".join(spec.column_names)
+        sql = f"SELECT {columns} FROM read_parquet([{listed}], union_by_name=true)"
+        if spec.partition_column is not None and partitions is not None:
+            days = ", ".join(f"DATE '{date.fromisoformat(p).isoformat()}'" for p in partitions)
+            sql += f" WHERE {spec.partition_column} IN ({days})"
+        return sql
+
+    def register(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        spec: TableSpec,
+        partitions: Sequence[str] | None = None,
+        snapshot_id: int | None = None,
+        name: str | None = None,
+    ) -> str:
+        """Create (or replace) a DuckDB view named after the table; returns the name."""
+        view = name or spec.name
+        con.execute(f"CREATE OR REPLACE VIEW {view} AS {self.relation_sql(spec, partitions, snapshot_id)}")
+        return view
+
+    def read(
+        self, spec: TableSpec, partitions: Sequence[str] | None = None, snapshot_id: int | None = None
+    ) -> pa.Table:
+        con = duckdb_connection()
+        try:
+            return spec.conform(con.sql(self.relation_sql(spec, partitions, snapshot_id)).to_arrow_table())
+        finally:
+            con.close()
+
+    def snapshots(self, spec: TableSpec) -> list[dict]:
+        if not self.exists(spec):
+            return []
+        out = []
+        for snap in self.table(spec).snapshots():
+            summary = snap.summary.additional_properties if snap.summary else {}
+            out.append(
+                {
+                    "snapshot_id": snap.snapshot_id,
+                    "parent_id": snap.parent_snapshot_id,
+                    "timestamp_ms": snap.timestamp_ms,
+                    "operation": str(snap.summary.operation.value) if snap.summary else None,
+                    "properties": {k: v for k, v in summary.items() if k.startswith(SNAPSHOT_PROPERTY_PREFIX)},
+                }
+            )
+        return out
+
+
+def partitions_in(data: pa.Table, column: str) -> list[str]:
+    return sorted(d.isoformat() for d in pc.unique(data.column(column)).to_pylist() if d is not None)
+
+
+def iter_chunks(items: Sequence[str], size: int) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+
+def plan_chunks(row_counts: dict[str, int], max_rows: int) -> list[list[str]]:
+    """Group consecutive partitions into chunks of at most ``max_rows`` rows (a chunk holds >= 1 partition)."""
+    chunks: list[list[str]] = []
+    current: list[str] = []
+    rows = 0
+    for partition in sorted(row_counts):
+        count = row_counts[partition]
+        if current and rows + count > max_rows:
+            chunks.append(current)
+            current, rows = [], 0
+        current.append(partition)
+        rows += count
+    if current:
+        chunks.append(current)
+    return chunks
