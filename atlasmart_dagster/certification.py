@@ -25,9 +25,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .assets.facts import GRAIN_UNIQUE, NO_NEGATIVE_MONEY
-from .assets.staging import STAGED_ROWS_RECONCILE
-from .checks.reconciliation import MART_MATCHES_AGG_AND_METRIC, METRIC_MATCHES_AGG
+from .checks.names import (
+    GRAIN_UNIQUE,
+    MART_MATCHES_AGG_AND_METRIC,
+    METRIC_MATCHES_AGG,
+    NO_NEGATIVE_MONEY,
+    STAGED_ROWS_RECONCILE,
+)
 from .controls import ControlTuple
 from .ledger import BUILT, CERTIFIED, PartitionEvent
 from .platform import Platform

@@ -45,12 +45,10 @@ class SourceNotReady(PermanentError):
 
     kind = "source_not_ready"
 
-    def __init__(self, partition: str, problems: list[str]):
+    def __init__(self, partition: str, problems: list[str], scope: str | None = None):
         self.partition = partition
         self.problems = list(problems)
-        super().__init__(
-            f"source not ready for sales_date={partition}: " + "; ".join(self.problems)
-        )
+        super().__init__(f"source not ready for {scope or 'sales_date=' + partition}: " + "; ".join(self.problems))
 
 
 class ContractViolation(PermanentError):

@@ -72,22 +72,17 @@ def fingerprint_relation(con: duckdb.DuckDBPyConnection, relation: str, order_by
     """SHA-256 hex digest of ``relation`` in canonical form and order."""
     sql, header = canonical_lines_sql(con, relation, order_by)
     digest = hashlib.sha256(header.encode())
-    reader = con.sql(sql).fetch_record_batch(rows_per_batch=1_000_000)
+    reader = con.sql(sql).to_arrow_reader(1_000_000)
     for batch in reader:
         _update_from_strings(digest, batch.column(0))
     return digest.hexdigest()
 
 
-def canonical_connection() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the settings canonical forms rely on."""
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
-    return con
-
-
 def fingerprint_arrow(table: pa.Table, order_by: Sequence[str]) -> str:
     """Fingerprint an Arrow table (one partition's rows)."""
-    con = canonical_connection()
+    from .warehouse import duckdb_connection
+
+    con = duckdb_connection()
     try:
         con.register("fp_input", table)
         return fingerprint_relation(con, "fp_input", order_by)

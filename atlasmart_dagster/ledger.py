@@ -170,7 +170,23 @@ class ServedVersion:
     """The certification consumers are served for one (asset, partition)."""
 
     certification: PartitionEvent
-    version: int  # 1 for the first certification of the partition, 2 after a restatement, ...
+    version: int  # 1 for the first certified content of the partition, 2 after a restatement, ...
+
+
+def _content_version(history: list[PartitionEvent], target: PartitionEvent) -> int:
+    """1 + the number of times the certified content changed up to ``target``.
+
+    Re-certifying identical rows (same fingerprint) is not a new version: a
+    replay must not look like a restatement to consumers.
+    """
+    version, previous = 0, None
+    for event in history:
+        if event.fingerprint != previous:
+            version += 1
+            previous = event.fingerprint
+        if event.id == target.id:
+            return version
+    return version
 
 
 def _dumps(value: Any) -> str | None:
@@ -340,7 +356,7 @@ class Ledger:
             live = [e for e in history if e.id not in withdrawn]
             if live:
                 newest = live[-1]
-                served[partition] = ServedVersion(newest, version=history.index(newest) + 1)
+                served[partition] = ServedVersion(newest, version=_content_version(history, newest))
         return served
 
     # -- checks -----------------------------------------------------------

@@ -3,6 +3,7 @@
 
 import dagster as dg
 
+from ..checks.names import FACT_MATCHES_STAGING, GRAIN_UNIQUE, NO_NEGATIVE_MONEY
 from ..contracts import PAID_STATUS
 from ..controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date
 from ..partitions import daily_partitions
@@ -13,9 +14,6 @@ from ..transforms.facts import build_fact_sales
 from ..warehouse import duckdb_connection, plan_chunks
 from .step import CheckOutcome, Step
 
-GRAIN_UNIQUE = "grain_unique"
-NO_NEGATIVE_MONEY = "no_negative_money"
-FACT_MATCHES_STAGING = "fact_matches_staging"
 
 
 def _column_lineage() -> dg.TableColumnLineage:

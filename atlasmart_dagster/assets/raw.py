@@ -4,6 +4,7 @@
 import dagster as dg
 import pyarrow as pa
 
+from ..checks.names import MANIFEST_ROWS_MATCH, SOURCE_CONTRACT_CONFORMS
 from ..clock import RUN_STARTED
 from ..errors import SourceNotReady
 from ..lanes import guard_backfill_scope
@@ -17,8 +18,6 @@ from ..tables import RAW_ORDER_LINES
 from ..warehouse import duckdb_connection, plan_chunks
 from .step import CheckOutcome, Step
 
-MANIFEST_ROWS_MATCH = "manifest_rows_match"
-SOURCE_CONTRACT_CONFORMS = "source_contract_conforms"
 
 
 def read_partition_rows(step: Step, source: PartitionSource, con) -> pa.Table:
@@ -61,13 +60,16 @@ def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
             detail={"problems": problems},
         )
         step.log_partition(partition, "blocked_upstream", problems=problems)
+    if blocked and len(step.partitions) == 1:
+        raise SourceNotReady(step.partitions[0], blocked[step.partitions[0]])
     if blocked:
-        if len(blocked) == 1:
-            partition, problems = next(iter(blocked.items()))
-            raise SourceNotReady(partition, problems)
-        summary = [f"{p}: {'; '.join(problems)}" for p, problems in sorted(blocked.items())]
+        # A range is all or nothing: publishing the ready days of a repair
+        # would leave the range half old, half new with no way to tell.
+        first, last = step.partitions[0], step.partitions[-1]
+        problems = [f"sales_date={p}: {'; '.join(found)}" for p, found in sorted(blocked.items())]
+        problems.append(f"nothing in {first}..{last} was published; narrow the range or wait for the source")
         raise SourceNotReady(
-            f"{len(blocked)} of {len(step.partitions)} partitions ({min(blocked)}..{max(blocked)})", summary
+            min(blocked), problems, scope=f"{len(blocked)} of {len(step.partitions)} partitions of {first}..{last}"
         )
     return sources
 

@@ -3,6 +3,7 @@
 
 import dagster as dg
 
+from ..checks.names import STAGED_ROWS_RECONCILE
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
@@ -11,7 +12,6 @@ from ..transforms.staging import REASONS, run_gate
 from ..warehouse import duckdb_connection, plan_chunks
 from .step import CheckOutcome, Step
 
-STAGED_ROWS_RECONCILE = "staged_rows_reconcile"
 
 
 def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | None]:

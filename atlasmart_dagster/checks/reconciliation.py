@@ -15,16 +15,13 @@ import dagster as dg
 
 from ..assets.step import CheckOutcome, Step
 from ..contracts import CHANNELS
+from .names import AGG_MATCHES_FACT, CHANNEL_SPLIT_ADDS_UP, MART_MATCHES_AGG_AND_METRIC, METRIC_MATCHES_AGG
 from ..reconcile import controls_of, metric_revenue_of
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified
 from ..tables import AGG_DAILY_SALES, FACT_SALES, MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES
 from ..warehouse import duckdb_connection
 
-AGG_MATCHES_FACT = "agg_matches_fact"
-METRIC_MATCHES_AGG = "metric_matches_agg"
-MART_MATCHES_AGG_AND_METRIC = "mart_matches_agg_and_metric"
-CHANNEL_SPLIT_ADDS_UP = "channel_split_adds_up"
 
 
 def _money(value: Decimal) -> str:

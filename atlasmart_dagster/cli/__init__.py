@@ -1,0 +1,1 @@
+"""The ``atlasmart`` command line."""

@@ -1,0 +1,49 @@
+"""What every command gets: the platform of the chosen home, and Dagster when it needs it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import dagster as dg
+
+from ..platform import Platform
+
+
+@dataclass
+class CliContext:
+    home: str | None
+    landing: str | None
+    clock: str | None
+    as_json: bool = False
+    ephemeral_instance: bool = False
+
+    @cached_property
+    def platform(self) -> Platform:
+        return Platform.open(home=self.home, landing=self.landing, clock=self.clock)
+
+    @cached_property
+    def resource(self):
+        from ..resources import AtlasmartResource
+
+        p = self.platform
+        return AtlasmartResource(
+            home=str(p.home.root),
+            landing=str(p.landing_root),
+            clock="logical" if type(p.clock).__name__ == "LogicalClock" else "system",
+            chunk_rows=p.chunk_rows,
+        )
+
+    @cached_property
+    def defs(self) -> dg.Definitions:
+        from ..definitions import build_definitions
+
+        return build_definitions(self.resource)
+
+    @cached_property
+    def instance(self) -> dg.DagsterInstance:
+        if self.ephemeral_instance:
+            return dg.DagsterInstance.ephemeral()
+        from ..dagster_home import dagster_instance
+
+        return dagster_instance(self.platform.home)

@@ -1,0 +1,91 @@
+"""Commands that show state: status, controls."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..certification import CERTIFIED_ASSETS
+from ..controls import ControlTuple
+from ..reconcile import controls_of, metric_revenue_of
+from ..serving import known_partitions, partition_status
+from ..tables import METRIC_GROSS_REVENUE, TABLES_BY_NAME
+from .context import CliContext
+from .output import print_json, short, table
+
+CONTROL_ASSETS = ("fact_sales", "agg_daily_sales", "metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue")
+
+
+def cmd_status(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Consumer-visible state per partition: certified with version and time, or why not."""
+    platform = ctx.platform
+    partitions = [args.partition] if args.partition else known_partitions(platform)
+    statuses = [partition_status(platform, p) for p in partitions]
+    if ctx.as_json:
+        print_json([s.to_json() for s in statuses])
+        return 0
+    rows = []
+    for s in statuses:
+        finance = next(a for a in s.assets if a.asset == "mart_finance_daily_sales")
+        cert = finance.served.certification if finance.served else None
+        rows.append([
+            s.partition,
+            s.state,
+            f"v{s.certified_version}" if s.certified_version else "-",
+            cert.recorded_at if cert else "-",
+            short(cert.fingerprint) if cert else "-",
+            s.detail,
+        ])
+    print(table(["sales_date", "state", "version", "certified_at", "fingerprint", "detail"], rows))
+    return 0
+
+
+def cmd_controls(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Control tuple of an asset per partition, as published now (and as certified, for certified assets)."""
+    platform = ctx.platform
+    if args.asset not in CONTROL_ASSETS:
+        raise SystemExit(f"--asset must be one of {', '.join(CONTROL_ASSETS)}")
+    spec = TABLES_BY_NAME[args.asset]
+    partitions = [args.partition] if args.partition else known_partitions(platform)
+    if spec == METRIC_GROSS_REVENUE:
+        revenue = metric_revenue_of(platform.warehouse, partitions)
+        published = {p: ControlTuple(revenue_usd=v) for p, v in revenue.items()}
+    else:
+        published = controls_of(platform.warehouse, spec, partitions)
+    served = platform.ledger.served_map(args.asset)
+    out = []
+    for p in partitions:
+        cert = served.get(p)
+        out.append({
+            "partition": p,
+            "published": published[p].to_json(),
+            "certified": cert.certification.controls.to_json() if cert and cert.certification.controls else None,
+            "certified_version": cert.version if cert else None,
+        })
+    if ctx.as_json:
+        print_json({"asset": args.asset, "partitions": out})
+        return 0
+    note = " (revenue only: the metric carries one measure)" if spec == METRIC_GROSS_REVENUE else ""
+    print(f"{args.asset}{note}")
+    certified_product = args.asset in CERTIFIED_ASSETS
+    rows = [
+        [
+            o["partition"],
+            str(published[o["partition"]]),
+            str(served[o["partition"]].certification.controls)
+            if o["certified"]
+            else ("not certified" if certified_product else "n/a (not a certified product)"),
+        ]
+        for o in out
+    ]
+    print(table(["sales_date", "published controls", "certified controls"], rows))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help=cmd_status.__doc__, description=cmd_status.__doc__)
+    p.add_argument("--partition", help="one sales_date (YYYY-MM-DD); default: every known partition")
+    p.set_defaults(handler=cmd_status)
+    p = sub.add_parser("controls", help=cmd_controls.__doc__, description=cmd_controls.__doc__)
+    p.add_argument("--asset", required=True, help="one of " + ", ".join(CONTROL_ASSETS))
+    p.add_argument("--partition", help="one sales_date; default: every known partition")
+    p.set_defaults(handler=cmd_controls)

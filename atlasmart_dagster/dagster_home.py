@@ -1,0 +1,38 @@
+"""The Dagster instance AtlasMart runs against.
+
+If ``DAGSTER_HOME`` is set, that instance is used (the operator's). Otherwise
+``$ATLASMART_HOME/dagster`` is prepared with the project's ``dagster.yaml``
+(lanes and run queue) so that runs started by ``atlasmart`` show up in the UI
+started with ``DAGSTER_HOME=$ATLASMART_HOME/dagster dagster dev``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from importlib import resources
+from pathlib import Path
+
+import dagster as dg
+
+from .home import AtlasmartHome
+
+
+def packaged_instance_config() -> Path:
+    return Path(str(resources.files("atlasmart_dagster") / "instance" / "dagster.yaml"))
+
+
+def prepare_dagster_home(home: AtlasmartHome) -> Path:
+    """Create ``<home>/dagster`` with the project's dagster.yaml (kept if it exists)."""
+    target = home.dagster_home
+    target.mkdir(parents=True, exist_ok=True)
+    config = target / "dagster.yaml"
+    if not config.exists():
+        shutil.copyfile(packaged_instance_config(), config)
+    return target
+
+
+def dagster_instance(home: AtlasmartHome) -> dg.DagsterInstance:
+    if os.environ.get("DAGSTER_HOME"):
+        return dg.DagsterInstance.get()
+    return dg.DagsterInstance.from_config(str(prepare_dagster_home(home)))

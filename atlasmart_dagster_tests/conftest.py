@@ -1,0 +1,64 @@
+"""Shared fixtures: a scratch home per test, the sample landing zone copied so tests may change it."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from atlasmart_dagster.home import sample_dir
+from atlasmart_dagster.platform import Platform
+from atlasmart_dagster.resources import AtlasmartResource
+
+SAMPLE_DAYS = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"]
+
+warnings.filterwarnings("ignore", message="Parameter `backfill_policy`")
+
+
+class Env:
+    """A scratch AtlasMart environment: home, landing copy, resource, defs and a Dagster instance."""
+
+    def __init__(self, root: Path, clock: str = "system"):
+        self.root = root
+        self.landing = root / "source" / "landing"
+        shutil.copytree(sample_dir() / "landing", self.landing)
+        shutil.copytree(sample_dir() / "reference", root / "source" / "reference")
+        self.home = root / "home"
+        self.resource = AtlasmartResource(home=str(self.home), landing=str(self.landing), clock=clock)
+        self.platform: Platform = self.resource.platform
+        from atlasmart_dagster.definitions import build_definitions
+
+        self.defs = build_definitions(self.resource)
+        self.instance = dg.DagsterInstance.ephemeral()
+
+    @property
+    def ledger(self):
+        return self.platform.ledger
+
+    @property
+    def warehouse(self):
+        return self.platform.warehouse
+
+    def day_dir(self, partition: str) -> Path:
+        return self.landing / f"sales_date={partition}"
+
+
+@pytest.fixture
+def env(tmp_path) -> Env:
+    return Env(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory) -> Env:
+    """The whole sample loaded in one backfill-lane range run and certified (read-only for tests)."""
+    from atlasmart_dagster.runs import run_chain, run_reference
+
+    env = Env(tmp_path_factory.mktemp("loaded"))
+    assert run_reference(env.defs, env.instance)
+    outcome = run_chain(env.defs, env.instance, env.platform, SAMPLE_DAYS, lane="backfill")
+    assert outcome.success, outcome.failures
+    env.outcome = outcome
+    return env
