@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -14,8 +13,6 @@ from atlasmart_dagster.platform import Platform
 from atlasmart_dagster.resources import AtlasmartResource
 
 SAMPLE_DAYS = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"]
-
-warnings.filterwarnings("ignore", message="Parameter `backfill_policy`")
 
 
 class Env:

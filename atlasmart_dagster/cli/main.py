@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import warnings
 
 from . import inspecting, loading
 from .context import CliContext
@@ -76,9 +75,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # backfill_policy is beta in Dagster 1.13 but required for single-run range
-    # backfills; the warning says nothing an operator can act on.
-    warnings.filterwarnings("ignore", message="Parameter `backfill_policy`")
     # Behave like a Unix tool when piped into head: exit quietly.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = build_parser().parse_args(argv)
