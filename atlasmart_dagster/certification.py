@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+import dagster as dg
+
 from .checks.names import (
     GRAIN_UNIQUE,
     MART_MATCHES_AGG_AND_METRIC,
@@ -36,6 +38,7 @@ from .controls import ControlTuple
 from .ledger import BUILT, CERTIFIED, PartitionEvent
 from .platform import Platform
 from .reconcile import controls_of, fingerprints_of, metric_revenue_of
+from .slo import record_first_delivery
 from .tables import (
     AGG_DAILY_SALES,
     FACT_SALES,
@@ -154,9 +157,18 @@ def decide(platform: Platform, built: PartitionEvent, run_succeeded: bool) -> Ga
 
 
 def certify_run(
-    platform: Platform, run_id: str, run_succeeded: bool, actor: str = "certification-gate"
+    platform: Platform,
+    run_id: str,
+    run_succeeded: bool,
+    actor: str = "certification-gate",
+    instance: dg.DagsterInstance | None = None,
 ) -> list[GateDecision]:
-    """Certify (or refuse) everything ``run_id`` built for certified assets. Idempotent."""
+    """Certify (or refuse) everything ``run_id`` built for certified assets. Idempotent.
+
+    A partition whose certified products were all certified by this run is
+    delivered: its SLOs are evaluated (first delivery by a non-backfill run)
+    and, given the Dagster ``instance``, reported as asset check results.
+    """
     ledger = platform.ledger
     built = [e for e in ledger.events(run_id=run_id, states=(BUILT,)) if e.asset in CERTIFIED_ASSETS]
     decided = {
@@ -188,8 +200,22 @@ def certify_run(
             detail={"built_event_id": event.id, "reasons": decision.reasons},
         )
         decisions.append(decision)
+    delivered = {d.partition for d in decisions if d.certified} - {d.partition for d in decisions if not d.certified}
+    lanes = {e.partition: e.lane for e in newest.values()}
+    for partition in sorted(delivered):
+        results = record_first_delivery(ledger, partition, run_id, lanes.get(partition), at)
+        if results and instance is not None:
+            report_slo_checks(instance, results)
     return decisions
 
 
 def certified_partitions(decisions: Iterable[GateDecision]) -> list[str]:
     return sorted({d.partition for d in decisions if d.certified})
+
+
+def report_slo_checks(instance: dg.DagsterInstance, results) -> None:
+    """Show SLO results as evaluations of the marts' SLO checks in the Dagster UI."""
+    from .checks.slo import slo_check_evaluations
+
+    for evaluation in slo_check_evaluations(results):
+        instance.report_runless_asset_event(evaluation)

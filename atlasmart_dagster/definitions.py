@@ -30,6 +30,7 @@ from .checks.reconciliation import (
     finance_mart_reconciles,
     metric_matches_agg,
 )
+from .checks.slo import partition_slos
 from .resources import AtlasmartResource
 
 ASSETS = [
@@ -50,6 +51,7 @@ ASSET_CHECKS = [
     finance_mart_reconciles,
     executive_mart_reconciles,
     executive_channel_split_adds_up,
+    partition_slos,
 ]
 
 

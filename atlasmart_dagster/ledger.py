@@ -93,6 +93,42 @@ _TABLES = {
         reason TEXT,
         at TEXT NOT NULL
     """,
+    "slo_records": """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        partition TEXT NOT NULL,
+        objective TEXT NOT NULL,
+        value REAL,
+        unit TEXT NOT NULL,
+        target REAL NOT NULL,
+        met INTEGER NOT NULL,
+        missed_by REAL,
+        detail TEXT,
+        run_id TEXT,
+        timeline_json TEXT,
+        recorded_at TEXT NOT NULL
+    """,
+    "backfill_requests": """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        request_id TEXT NOT NULL,
+        event TEXT NOT NULL,
+        partition_from TEXT NOT NULL,
+        partition_to TEXT NOT NULL,
+        start_at TEXT,
+        operator TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        incident_id TEXT,
+        run_id TEXT,
+        dagster_backfill_id TEXT,
+        success INTEGER,
+        detail_json TEXT,
+        at TEXT NOT NULL
+    """,
+    "id_allocations": """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        UNIQUE (kind, number)
+    """,
     "run_phases": """
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         run_id TEXT NOT NULL,
@@ -241,6 +277,22 @@ class Ledger:
         with self.connect() as con:
             cursor = con.execute(f"{verb} INTO {table} ({columns}) VALUES ({marks})", tuple(values.values()))
             return cursor.lastrowid
+
+    # -- identifiers ------------------------------------------------------
+    def allocate_id(self, kind: str) -> str:
+        """The next readable id of a kind (``BF-0001``, ``INC-0001``), unique under concurrency."""
+        with self.connect() as con:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                (last,) = con.execute(
+                    "SELECT coalesce(max(number), 0) FROM id_allocations WHERE kind = ?", (kind,)
+                ).fetchone()
+                con.execute("INSERT INTO id_allocations (kind, number) VALUES (?, ?)", (kind, last + 1))
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        return f"{kind}-{last + 1:04d}"
 
     # -- batches ----------------------------------------------------------
     def record_batch(
@@ -456,6 +508,65 @@ class Ledger:
             if asset in hold["assets"] and hold["partition_from"] <= partition <= hold["partition_to"]:
                 return hold
         return None
+
+    # -- SLOs -------------------------------------------------------------
+    def record_slo(self, result: Any, run_id: str, timeline: dict, at: datetime) -> int:
+        return self._insert(
+            "slo_records",
+            {
+                "partition": result.partition,
+                "objective": result.objective,
+                "value": result.value,
+                "unit": result.unit,
+                "target": result.target,
+                "met": int(result.met),
+                "missed_by": result.missed_by,
+                "detail": result.detail,
+                "run_id": run_id,
+                "timeline_json": json.dumps(timeline, sort_keys=True),
+                "recorded_at": format_ts(at),
+            },
+        )
+
+    def slo_records(self, partition: str | None = None) -> list[dict[str, Any]]:
+        sql, args = "SELECT * FROM slo_records", ()
+        if partition:
+            sql, args = sql + " WHERE partition = ?", (partition,)
+        with self.connect() as con:
+            rows = [dict(r) for r in con.execute(sql + " ORDER BY id", args).fetchall()]
+        for row in rows:
+            row["met"] = bool(row["met"])
+            row["timeline"] = json.loads(row.pop("timeline_json") or "{}")
+        return rows
+
+    # -- backfill requests ------------------------------------------------
+    def record_backfill(self, request_id: str, event: str, request: dict, at: datetime, **outcome: Any) -> int:
+        """Append one event (REQUESTED, SUBMITTED, FINISHED) of an operator's backfill request."""
+        return self._insert(
+            "backfill_requests",
+            {
+                "request_id": request_id,
+                "event": event,
+                "partition_from": request["start"],
+                "partition_to": request["end"],
+                "start_at": request.get("start_at"),
+                "operator": request["operator"],
+                "reason": request["reason"],
+                "incident_id": request.get("incident_id"),
+                "run_id": outcome.get("run_id"),
+                "dagster_backfill_id": outcome.get("dagster_backfill_id"),
+                "success": None if outcome.get("success") is None else int(outcome["success"]),
+                "detail_json": _dumps(outcome.get("detail")),
+                "at": format_ts(at),
+            },
+        )
+
+    def backfills(self) -> list[dict[str, Any]]:
+        with self.connect() as con:
+            rows = [dict(r) for r in con.execute("SELECT * FROM backfill_requests ORDER BY id").fetchall()]
+        for row in rows:
+            row["detail"] = json.loads(row.pop("detail_json") or "null")
+        return rows
 
     # -- run phases -------------------------------------------------------
     def record_phase(self, run_id: str, partition: str, phase: str, at: datetime, lane: str | None) -> None:

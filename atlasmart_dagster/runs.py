@@ -14,6 +14,7 @@ import dagster as dg
 
 from .automation.jobs import backfill_sales_job, daily_sales_job
 from .certification import GateDecision, certify_run
+from .checks.slo import SLO_CHECK_KEYS
 from .lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
 from .partitions import range_tags
 from .platform import Platform
@@ -28,6 +29,7 @@ class RunOutcome:
     failures: list[str] = field(default_factory=list)
     decisions: list[GateDecision] = field(default_factory=list)
     result: dg.ExecuteInProcessResult | None = field(default=None, repr=False)
+    request_id: str | None = None
 
     @property
     def certified(self) -> list[str]:
@@ -62,6 +64,19 @@ def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
     return messages
 
 
+def console_config(log_level: str | None) -> dict:
+    return {"loggers": {"console": {"config": {"log_level": log_level}}}} if log_level else {}
+
+
+def subset_job(defs: dg.Definitions, job: dg.JobDefinition, assets: Sequence[dg.AssetKey]) -> dg.JobDefinition:
+    """The job narrowed to ``assets`` with their checks, except the SLO checks (measured after the run)."""
+    keys = set(assets)
+    checks = {
+        k for k in defs.resolve_asset_graph().asset_check_keys if k.asset_key in keys and k not in SLO_CHECK_KEYS
+    }
+    return job.get_subset(asset_selection=keys, asset_check_selection=checks)
+
+
 def lane_for(platform: Platform, partitions: Sequence[str]) -> str:
     """Current lane only for the current day; anything older is backfill-lane work."""
     current = current_partition(platform.clock.now())
@@ -76,19 +91,34 @@ def run_chain(
     lane: str | None = None,
     tags: Mapping[str, str] | None = None,
     certify: bool = True,
+    asset_selection: Sequence[dg.AssetKey] | None = None,
+    log_level: str | None = None,
 ) -> RunOutcome:
-    """One run of the daily chain over ``partitions`` (a single day or a contiguous range)."""
+    """One run of the daily chain over ``partitions`` (a single day or a contiguous range).
+
+    ``asset_selection`` narrows the run to part of the chain (with its checks).
+    ``log_level`` sets what Dagster's console logger prints (the event log
+    stores everything regardless).
+    """
     partitions = sorted(partitions)
     lane = lane or lane_for(platform, partitions)
     job = defs.resolve_job_def((daily_sales_job if lane == CURRENT else backfill_sales_job).name)
+    if asset_selection is not None:
+        job = subset_job(defs, job, asset_selection)
     run_tags = {LANE_TAG: lane, **(tags or {})}
     if len(partitions) == 1:
         result = job.execute_in_process(
-            instance=instance, partition_key=partitions[0], tags=run_tags, raise_on_error=False
+            run_config=console_config(log_level),
+            instance=instance,
+            partition_key=partitions[0],
+            tags=run_tags,
+            raise_on_error=False,
         )
     else:
         run_tags.update(range_tags(partitions[0], partitions[-1]))
-        result = job.execute_in_process(instance=instance, tags=run_tags, raise_on_error=False)
+        result = job.execute_in_process(
+            run_config=console_config(log_level), instance=instance, tags=run_tags, raise_on_error=False
+        )
     outcome = RunOutcome(
         run_id=result.run_id,
         partitions=list(partitions),
@@ -98,9 +128,31 @@ def run_chain(
         result=result,
     )
     if certify:
-        outcome.decisions = certify_run(platform, result.run_id, result.success, actor="atlasmart")
+        outcome.decisions = certify_run(platform, result.run_id, result.success, actor="atlasmart", instance=instance)
     return outcome
 
 
-def run_reference(defs: dg.Definitions, instance: dg.DagsterInstance) -> bool:
-    return defs.resolve_job_def("reference_job").execute_in_process(instance=instance, raise_on_error=False).success
+def run_reference(defs: dg.Definitions, instance: dg.DagsterInstance, log_level: str | None = None) -> bool:
+    job = defs.resolve_job_def("reference_job")
+    return job.execute_in_process(run_config=console_config(log_level), instance=instance, raise_on_error=False).success
+
+
+def run_checks(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    check_keys: Sequence[dg.AssetCheckKey],
+    partition: str,
+    lane: str = BACKFILL,
+    tags: Mapping[str, str] | None = None,
+    log_level: str | None = None,
+) -> dg.ExecuteInProcessResult:
+    """Execute only the given checks for one partition (nothing is materialized)."""
+    job = defs.resolve_job_def((daily_sales_job if lane == CURRENT else backfill_sales_job).name)
+    subset = job.get_subset(asset_selection=set(), asset_check_selection=set(check_keys))
+    return subset.execute_in_process(
+        run_config=console_config(log_level),
+        instance=instance,
+        partition_key=partition,
+        tags={LANE_TAG: lane, **(tags or {})},
+        raise_on_error=False,
+    )

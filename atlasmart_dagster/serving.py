@@ -17,30 +17,19 @@ Partition states, worst first:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Sequence
 
 import pyarrow as pa
 
 from .certification import CERTIFIED_ASSETS
-from .clock import format_ts, parse_ts
+from .clock import format_ts
+from .slo import SloResult, due_at, latest_results
 from .ledger import BLOCKED_UPSTREAM, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN, ServedVersion
 from .platform import Platform
 from .tables import TABLES_BY_NAME
 from .warehouse import duckdb_connection
 
-SCHEDULE_HOUR = 8
-AVAILABILITY_MINUTES = 30
-
-
-def scheduled_at(partition: str) -> datetime:
-    """When the daily schedule fires for ``partition``: D+1 08:00 UTC."""
-    return parse_ts(f"{partition}T{SCHEDULE_HOUR:02d}:00:00Z") + timedelta(days=1)
-
-
-def due_at(partition: str) -> datetime:
-    """When consumers expect the partition certified (availability SLO deadline)."""
-    return scheduled_at(partition) + timedelta(minutes=AVAILABILITY_MINUTES)
 
 
 @dataclass
@@ -70,6 +59,16 @@ class PartitionStatus:
     state: str
     detail: str
     assets: list[AssetState] = field(default_factory=list)
+    slo: list[SloResult] = field(default_factory=list)
+
+    @property
+    def slo_summary(self) -> str:
+        if not self.slo:
+            return "-"
+        missed = [r for r in self.slo if not r.met]
+        if not missed:
+            return "met (" + ", ".join(f"{r.objective} {_fmt(r)}" for r in self.slo) + ")"
+        return "; ".join(r.describe() for r in missed)
 
     @property
     def certified_version(self) -> int | None:
@@ -83,7 +82,12 @@ class PartitionStatus:
             "detail": self.detail,
             "certified_version": self.certified_version,
             "assets": [a.to_json() for a in self.assets],
+            "slo": [r.to_json() for r in self.slo],
         }
+
+
+def _fmt(result: SloResult) -> str:
+    return result.describe().split(" (")[0].split(" ", 1)[1]
 
 
 def _asset_state(platform: Platform, asset: str, partition: str, served: ServedVersion | None) -> AssetState:
@@ -95,7 +99,13 @@ def _asset_state(platform: Platform, asset: str, partition: str, served: ServedV
 
 
 def partition_status(platform: Platform, partition: str, now: datetime | None = None) -> PartitionStatus:
-    now = now or platform.clock.now()
+    """The consumer-visible state of one partition, with its recorded SLO results."""
+    status = _state(platform, partition, now or platform.clock.now())
+    status.slo = latest_results(platform.ledger, partition)
+    return status
+
+
+def _state(platform: Platform, partition: str, now: datetime) -> PartitionStatus:
     assets = [
         _asset_state(platform, asset, partition, platform.ledger.served(asset, partition)) for asset in CERTIFIED_ASSETS
     ]

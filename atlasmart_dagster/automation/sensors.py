@@ -95,7 +95,13 @@ def landing_manifest_sensor(context: dg.SensorEvaluationContext, atlasmart: Atla
     ),
 )
 def certification_sensor(context: dg.RunStatusSensorContext, atlasmart: AtlasmartResource):
-    decisions = certify_run(atlasmart.platform, context.dagster_run.run_id, run_succeeded=True, actor="certification_sensor")
+    decisions = certify_run(
+        atlasmart.platform,
+        context.dagster_run.run_id,
+        run_succeeded=True,
+        actor="certification_sensor",
+        instance=context.instance,
+    )
     certified = sorted({d.partition for d in decisions if d.certified})
     refused = [d for d in decisions if not d.certified]
     if refused:

@@ -17,6 +17,7 @@ class CliContext:
     clock: str | None
     as_json: bool = False
     ephemeral_instance: bool = False
+    log_level: str | None = "CRITICAL"
 
     @cached_property
     def platform(self) -> Platform:

@@ -33,9 +33,10 @@ def cmd_status(args: argparse.Namespace, ctx: CliContext) -> int:
             f"v{s.certified_version}" if s.certified_version else "-",
             cert.recorded_at if cert else "-",
             short(cert.fingerprint) if cert else "-",
+            s.slo_summary,
             s.detail,
         ])
-    print(table(["sales_date", "state", "version", "certified_at", "fingerprint", "detail"], rows))
+    print(table(["sales_date", "state", "version", "certified_at", "fingerprint", "SLO", "detail"], rows))
     return 0
 
 

@@ -29,9 +29,9 @@ def cmd_demo(args: argparse.Namespace, ctx: CliContext) -> int:
     partitions = platform.landing.partitions()
     if not partitions:
         raise SystemExit(f"no partitions in landing zone {platform.landing_root}")
-    if not run_reference(ctx.defs, ctx.instance):
+    if not run_reference(ctx.defs, ctx.instance, ctx.log_level):
         raise SystemExit("loading the reference dimensions failed; see the Dagster run logs")
-    outcomes = [run_chain(ctx.defs, ctx.instance, platform, [p]) for p in partitions]
+    outcomes = [run_chain(ctx.defs, ctx.instance, platform, [p], log_level=ctx.log_level) for p in partitions]
     rows, report = [], []
     staged_total = {"staged": 0, "accepted": 0, "quarantined": 0}
     certified: list[ControlTuple] = []

@@ -18,10 +18,10 @@ import argparse
 import signal
 import sys
 
-from . import inspecting, loading
+from . import drills, inspecting, loading, operations
 from .context import CliContext
 
-COMMAND_MODULES = [loading, inspecting]
+COMMAND_MODULES = [loading, inspecting, operations, drills]
 
 
 def cmd_dagster_home(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -48,6 +48,12 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
         "--clock", choices=["system", "logical"], help="time source (default $ATLASMART_CLOCK or system)", **keep
     )
     common.add_argument("--json", action="store_true", help="print JSON for scripts", **keep)
+    common.add_argument(
+        "--dagster-log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+        help="what Dagster's console logger prints while runs execute (default CRITICAL: only the summary)",
+        **({"default": "CRITICAL"} if defaults else keep),
+    )
     common.add_argument(
         "--ephemeral-instance",
         action="store_true",
@@ -84,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         clock=args.clock,
         as_json=args.json,
         ephemeral_instance=args.ephemeral_instance,
+        log_level=args.dagster_log_level,
     )
     return args.handler(args, ctx)
 

@@ -1,0 +1,38 @@
+"""Command: drill (run an incident scenario on logical time in a scratch home)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .context import CliContext
+from .output import print_json
+
+DRILLS = ("failed-load",)
+
+
+def cmd_drill(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Run a drill end to end on logical time in a scratch home and write its evidence."""
+    workdir = Path(args.workdir) if args.workdir else ctx.platform.home.root / "drills" / args.name
+    if args.name == "failed-load":
+        from ..drills.failed_load import run_drill
+    else:  # pragma: no cover - argparse restricts choices
+        raise SystemExit(f"unknown drill {args.name}")
+    summary = run_drill(workdir, ephemeral_instance=ctx.ephemeral_instance, log_level=ctx.log_level)
+    signals = summary.pop("_signals_text")
+    if ctx.as_json:
+        print_json(summary)
+    else:
+        print(signals)
+        print()
+        for criterion, ok in summary["acceptance"].items():
+            print(f"  [{'x' if ok else ' '}] {criterion}")
+        print(f"\n{'PASSED' if summary['passed'] else 'FAILED'}; evidence in {workdir / 'artifacts'}")
+    return 0 if summary["passed"] else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("drill", help=cmd_drill.__doc__, description=cmd_drill.__doc__)
+    p.add_argument("name", choices=DRILLS, help="which drill")
+    p.add_argument("--workdir", help="scratch folder (default <home>/drills/<name>; wiped first)")
+    p.set_defaults(handler=cmd_drill)

@@ -1,0 +1,70 @@
+"""Commands that repair history: backfill."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from ..automation.jobs import DAILY_CHAIN
+from ..backfills import BackfillRequest, run_backfill, submit_to_daemon
+from ..errors import LaneViolation
+from .context import CliContext
+from .output import print_json
+
+
+def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Rebuild a range of days in the backfill lane (one run), recording operator, reason and incident."""
+    request = BackfillRequest(
+        start=args.start,
+        end=args.end,
+        operator=args.operator,
+        reason=args.reason,
+        incident_id=args.incident,
+        start_at=args.start_at,
+        include_current=args.include_current,
+    )
+    try:
+        if args.via_daemon:
+            backfill_id = submit_to_daemon(ctx.defs, ctx.instance, ctx.platform, request)
+            result = {"submitted": True, "dagster_backfill_id": backfill_id, "partitions": request.partitions}
+            if ctx.as_json:
+                print_json(result)
+            else:
+                print(f"submitted Dagster backfill {backfill_id} for {request.start}..{request.end} "
+                      f"({len(request.partitions)} days); the daemon runs it in the backfill lane")
+            return 0
+        started = time.monotonic()
+        if not ctx.as_json:
+            scope = f"from {request.start_at} down" if request.start_at else "whole chain"
+            print(f"backfill {request.start}..{request.end} ({len(request.partitions)} days, {scope}) "
+                  f"in the backfill lane for {request.operator}: {request.reason}", flush=True)
+        outcome = run_backfill(
+            ctx.defs, ctx.instance, ctx.platform, request, wait_seconds=args.wait, log_level=ctx.log_level
+        )
+    except LaneViolation as exc:
+        raise SystemExit(str(exc)) from None
+    elapsed = round(time.monotonic() - started, 2)
+    if ctx.as_json:
+        print_json({**outcome.to_json(), "request_id": outcome.request_id, "elapsed_seconds": elapsed})
+    else:
+        verdict = "succeeded" if outcome.success else "FAILED: " + "; ".join(outcome.failures)
+        print(f"run {outcome.run_id} {verdict} in {elapsed} s")
+        print(f"certified: {', '.join(outcome.certified) or 'nothing'}")
+        for refused in (d for d in outcome.decisions if not d.certified):
+            print(f"refused {refused.asset} {refused.partition}: {'; '.join(refused.reasons)}")
+        print(f"recorded as {outcome.request_id} in the ledger")
+    return 0 if outcome.success and all(d.certified for d in outcome.decisions) else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("backfill", help=cmd_backfill.__doc__, description=cmd_backfill.__doc__)
+    p.add_argument("--from", dest="start", required=True, help="first sales_date (YYYY-MM-DD)")
+    p.add_argument("--to", dest="end", required=True, help="last sales_date (YYYY-MM-DD)")
+    p.add_argument("--operator", required=True, help="who runs the backfill (recorded in the ledger and run tags)")
+    p.add_argument("--reason", required=True, help="why history is being rebuilt")
+    p.add_argument("--incident", help="incident id the backfill serves")
+    p.add_argument("--start-at", choices=DAILY_CHAIN, help="rebuild from this asset down only (smallest repair scope)")
+    p.add_argument("--include-current", action="store_true", help="allow the current day in the range (explicit)")
+    p.add_argument("--via-daemon", action="store_true", help="submit as a Dagster asset backfill for the daemon")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the backfill lane to be free")
+    p.set_defaults(handler=cmd_backfill)
