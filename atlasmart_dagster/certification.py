@@ -28,6 +28,7 @@ from typing import Iterable
 import dagster as dg
 
 from .checks.names import (
+    GOLDEN_MATCHES_GOVERNED_METRIC,
     GRAIN_UNIQUE,
     MART_MATCHES_AGG_AND_METRIC,
     METRIC_MATCHES_AGG,
@@ -168,6 +169,7 @@ def certify_run(
     A partition whose certified products were all certified by this run is
     delivered: its SLOs are evaluated (first delivery by a non-backfill run)
     and, given the Dagster ``instance``, reported as asset check results.
+    Dashboards whose golden cross-check passed in the run are certified too.
     """
     ledger = platform.ledger
     built = [e for e in ledger.events(run_id=run_id, states=(BUILT,)) if e.asset in CERTIFIED_ASSETS]
@@ -179,11 +181,25 @@ def certify_run(
     newest: dict[tuple[str, str], PartitionEvent] = {}
     for event in built:
         newest[(event.asset, event.partition)] = event
+    pending = [e for e in newest.values() if e.id not in decided]
+    decisions = certify_builds(platform, pending, run_succeeded, actor, instance)
+    if run_succeeded:
+        decisions += certify_dashboards(platform, run_id, actor)
+    return decisions
+
+
+def certify_builds(
+    platform: Platform,
+    builds: list[PartitionEvent],
+    run_succeeded: bool,
+    actor: str,
+    instance: dg.DagsterInstance | None = None,
+) -> list[GateDecision]:
+    """Run the gate on BUILT candidates and record each decision (also re-deciding refused ones)."""
+    ledger = platform.ledger
     decisions = []
     at = platform.clock.now()
-    for event in newest.values():
-        if event.id in decided:
-            continue
+    for event in builds:
         decision = decide(platform, event, run_succeeded)
         ledger.append_event(
             event.asset,
@@ -194,18 +210,50 @@ def certify_run(
             snapshot_id=event.snapshot_id,
             fingerprint=event.fingerprint,
             controls=decision.controls,
-            run_id=run_id,
+            run_id=event.run_id,
             lane=event.lane,
             reason=None if decision.certified else "; ".join(decision.reasons),
             detail={"built_event_id": event.id, "reasons": decision.reasons},
         )
         decisions.append(decision)
     delivered = {d.partition for d in decisions if d.certified} - {d.partition for d in decisions if not d.certified}
-    lanes = {e.partition: e.lane for e in newest.values()}
+    by_partition = {e.partition: e for e in builds}
     for partition in sorted(delivered):
-        results = record_first_delivery(ledger, partition, run_id, lanes.get(partition), at)
+        build = by_partition[partition]
+        results = record_first_delivery(ledger, partition, build.run_id, build.lane, at)
         if results and instance is not None:
             report_slo_checks(instance, results)
+    return decisions
+
+
+def certify_dashboards(platform: Platform, run_id: str, actor: str) -> list[GateDecision]:
+    """Certify each dashboard day whose golden cross-check passed in ``run_id`` (and is not held)."""
+    from .dashboards import current, fingerprint, tile_values
+
+    ledger = platform.ledger
+    results = [r for r in ledger.check_results(run_id=run_id) if r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC]
+    decisions = []
+    at = platform.clock.now()
+    for asset in sorted({r["asset"] for r in results}):
+        dashboard = current(ledger, asset)
+        values = tile_values(platform, dashboard)
+        for r in (r for r in results if r["asset"] == asset):
+            day = r["partition"]
+            figures = {key: by_day.get(day) for key, by_day in values.items()}
+            hold = ledger.active_hold(asset, day)
+            reasons = [] if r["passed"] else [f"golden cross-check failed: {r['observed']} vs {r['expected']}"]
+            if hold:
+                reasons.append(f"certification held by {hold['incident_id'] or hold['actor']}: {hold['reason']}")
+            decision = GateDecision(asset, day, not reasons, reasons)
+            decision.fingerprint = fingerprint({k: v for k, v in figures.items() if v is not None})
+            ledger.append_event(
+                asset, day, CERTIFIED if decision.certified else CERTIFICATION_REFUSED, at, actor=actor,
+                fingerprint=decision.fingerprint, run_id=run_id, reason="; ".join(reasons) or None,
+                detail={"dashboard_version": dashboard.version,
+                        "figures": {k: format(v, "f") for k, v in figures.items() if v is not None},
+                        "reasons": reasons},
+            )
+            decisions.append(decision)
     return decisions
 
 

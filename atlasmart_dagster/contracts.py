@@ -106,7 +106,22 @@ CONTRACT_V1 = SourceContract(
     description="ERP order_lines as agreed at launch: line_amount_usd is the net line amount.",
 )
 
-CONTRACTS: dict[str, SourceContract] = {CONTRACT_V1.version: CONTRACT_V1}
+# v2 exists because the ERP upgrade renamed line_amount_usd. It maps the new
+# name back onto the canonical field; it applies to a batch only once the
+# contract owner approved it for that batch (see approvals.py), so a silent
+# rename is stopped at the gate instead of being guessed at.
+CONTRACT_V2 = SourceContract(
+    version="v2",
+    owner="erp-operations",
+    description=(
+        "ERP order_lines after the ERP upgrade: line_amount_usd is delivered as gross_line_amount_usd "
+        "(same meaning: the amount charged for the line, USD, two places)."
+    ),
+    renames={"gross_line_amount_usd": "line_amount_usd"},
+    requires_approval=True,
+)
+
+CONTRACTS: dict[str, SourceContract] = {c.version: c for c in (CONTRACT_V1, CONTRACT_V2)}
 
 
 def known_versions() -> tuple[str, ...]:

@@ -19,10 +19,11 @@ from .assets.facts import fact_sales
 from .assets.marts import mart_executive_revenue, mart_finance_daily_sales
 from .assets.raw import raw_order_lines
 from .assets.semantic import metric_gross_revenue
+from .assets.sources import ERP_ORDER_LINES
 from .assets.staging import stg_order_lines
-from .automation.jobs import backfill_sales_job, daily_sales_job, reference_job
+from .automation.jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job, reference_job
 from .automation.schedules import daily_sales_schedule
-from .automation.sensors import certification_sensor, landing_manifest_sensor
+from .automation.sensors import certification_sensor, incident_sensor, landing_manifest_sensor
 from .checks.reconciliation import (
     agg_matches_fact,
     executive_channel_split_adds_up,
@@ -30,10 +31,12 @@ from .checks.reconciliation import (
     finance_mart_reconciles,
     metric_matches_agg,
 )
+from .checks.golden import dashboard_golden_checks
 from .checks.slo import partition_slos
 from .resources import AtlasmartResource
 
 ASSETS = [
+    ERP_ORDER_LINES,
     raw_order_lines,
     stg_order_lines,
     fact_sales,
@@ -52,6 +55,7 @@ ASSET_CHECKS = [
     executive_mart_reconciles,
     executive_channel_split_adds_up,
     partition_slos,
+    dashboard_golden_checks,
 ]
 
 
@@ -60,9 +64,9 @@ def build_definitions(atlasmart: AtlasmartResource | None = None) -> dg.Definiti
     return dg.Definitions(
         assets=ASSETS,
         asset_checks=ASSET_CHECKS,
-        jobs=[daily_sales_job, backfill_sales_job, reference_job],
+        jobs=[daily_sales_job, backfill_sales_job, dashboard_checks_job, reference_job],
         schedules=[daily_sales_schedule],
-        sensors=[landing_manifest_sensor, certification_sensor],
+        sensors=[landing_manifest_sensor, certification_sensor, incident_sensor],
         resources={"atlasmart": atlasmart or AtlasmartResource()},
         executor=dg.in_process_executor,
     )

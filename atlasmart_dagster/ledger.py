@@ -129,6 +129,42 @@ _TABLES = {
         number INTEGER NOT NULL,
         UNIQUE (kind, number)
     """,
+    "incidents": """
+        id TEXT PRIMARY KEY,
+        title TEXT NOT NULL,
+        opened_at TEXT NOT NULL,
+        opened_by TEXT NOT NULL
+    """,
+    "incident_events": """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT,
+        message TEXT NOT NULL,
+        data_json TEXT
+    """,
+    "contract_approvals": """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        batch_id TEXT NOT NULL,
+        partition TEXT NOT NULL,
+        contract_version TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        approved_by TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        incident_id TEXT,
+        at TEXT NOT NULL
+    """,
+    "dashboard_deployments": """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        dashboard TEXT NOT NULL,
+        version TEXT NOT NULL,
+        definition_json TEXT NOT NULL,
+        deployed_by TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        at TEXT NOT NULL
+    """,
     "run_phases": """
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         run_id TEXT NOT NULL,
@@ -146,6 +182,7 @@ _INDEXES = (
     "CREATE INDEX IF NOT EXISTS ix_checks_run ON check_results(run_id)",
     "CREATE INDEX IF NOT EXISTS ix_phases_run ON run_phases(run_id, partition)",
     "CREATE INDEX IF NOT EXISTS ix_batches_partition ON batches(partition)",
+    "CREATE INDEX IF NOT EXISTS ix_incident_events ON incident_events(incident_id, id)",
 )
 
 
@@ -269,6 +306,16 @@ class Ledger:
         finally:
             con.close()
         self._initialised = True
+
+    def insert(self, table: str, values: dict[str, Any], ignore_duplicate: bool = False) -> int:
+        """Append one row to a ledger table; returns its rowid."""
+        return self._insert(table, values, ignore_duplicate)
+
+    def rows(self, table: str, where: str = "", args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Rows of a ledger table in insertion order (``where`` is a trusted SQL predicate)."""
+        with self.connect() as con:
+            clause = f" WHERE {where}" if where else ""
+            return [dict(r) for r in con.execute(f"SELECT * FROM {table}{clause} ORDER BY rowid", tuple(args)).fetchall()]
 
     def _insert(self, table: str, values: dict[str, Any], ignore_duplicate: bool = False) -> int:
         columns = ", ".join(values)

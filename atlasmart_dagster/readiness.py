@@ -33,10 +33,6 @@ from .raw_store import StoredBatch
 ContractResolver = Callable[[Manifest], SourceContract | None]
 
 
-def default_contract_for(manifest: Manifest) -> SourceContract | None:
-    return CONTRACTS.get(manifest.schema_version)
-
-
 @dataclass(frozen=True)
 class ReadyBatch:
     stored: StoredBatch
@@ -106,9 +102,16 @@ def prepare_partition(
     partition: str,
     now: datetime,
     con: duckdb.DuckDBPyConnection,
-    contract_for: ContractResolver = default_contract_for,
+    contract_for: ContractResolver | None = None,
 ) -> PartitionSource:
-    """Check the day's landing batch, commit it to the raw store, list all its batches."""
+    """Check the day's landing batch, commit it to the raw store, list all its batches.
+
+    ``contract_for`` defaults to the ledger's approvals (see approvals.py).
+    """
+    if contract_for is None:
+        from .approvals import resolver
+
+        contract_for = resolver(platform.ledger)
     landing = platform.landing
     manifest_bytes = landing.read_manifest_bytes(partition)
     if manifest_bytes is None:
@@ -136,9 +139,14 @@ def prepare_partition(
         )
     contract = contract_for(manifest)
     if contract is None:
-        problems.append(
-            f"schema_version {manifest.schema_version!r} is unknown (known: {', '.join(sorted(CONTRACTS))})"
-        )
+        if manifest.schema_version in CONTRACTS:
+            problems.append(
+                f"schema_version {manifest.schema_version!r} needs an owner approval for batch {manifest.batch_id}"
+            )
+        else:
+            problems.append(
+                f"schema_version {manifest.schema_version!r} is unknown (known: {', '.join(sorted(CONTRACTS))})"
+            )
     data_path = landing.folder(partition) / manifest.data_file
     if not data_path.is_file():
         problems.append(f"data file {manifest.data_file} named by the manifest is missing")

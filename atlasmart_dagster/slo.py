@@ -31,6 +31,9 @@ from .ledger import BUILT, Ledger
 
 SCHEDULE_HOUR = 8
 AVAILABILITY_MINUTES = 30
+# A source still not ready this long after the schedule is late (an incident),
+# not merely "a few minutes behind" as on a healthy day (ready 08:04).
+SOURCE_LATE_GRACE = timedelta(minutes=10)
 
 FRESHNESS = "freshness"
 COMPLETENESS = "completeness"
@@ -172,9 +175,24 @@ def evaluate(t: Timeline) -> list[SloResult]:
     return results
 
 
+def attempted_on_time(ledger: Ledger, partition: str) -> bool:
+    """Did a current-lane run try to deliver this day (even if it was blocked or failed)?"""
+    return any(p["lane"] == "current" for p in ledger.phases(partition=partition)) or any(
+        e.lane == "current" for e in ledger.events(asset="raw_order_lines", partition=partition)
+    )
+
+
 def record_first_delivery(ledger: Ledger, partition: str, run_id: str, lane: str | None, certified_at: datetime) -> list[SloResult]:
-    """Evaluate and record the SLOs of a partition's first delivery; [] if not an SLO event."""
-    if lane == "backfill" or ledger.slo_records(partition):
+    """Evaluate and record the SLOs of a partition's first delivery; [] if not an SLO event.
+
+    A day is an SLO event when it is first certified and either that build ran
+    in the current lane or a current-lane run had tried to deliver it (a day
+    that failed on time and was repaired in the backfill lane still owes its
+    consumers the figures). Days only ever loaded as history are not.
+    """
+    if ledger.slo_records(partition):
+        return []
+    if lane == "backfill" and not attempted_on_time(ledger, partition):
         return []
     timeline = timeline_for(ledger, partition, run_id, certified_at)
     results = evaluate(timeline)

@@ -4,6 +4,7 @@
 import dagster as dg
 
 from ..controls import AGG_CONTROLS_SQL, ControlTuple, controls_by_date
+from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
@@ -21,6 +22,7 @@ from .step import Step
     group_name="aggregates",
     kinds={"iceberg", "duckdb"},
     owners=["team:data-platform"],
+    metadata=lineage_metadata("agg_daily_sales"),
 )
 @classified
 def agg_daily_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) -> dg.MaterializeResult:

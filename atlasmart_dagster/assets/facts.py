@@ -6,6 +6,7 @@ import dagster as dg
 from ..checks.names import FACT_MATCHES_STAGING, GRAIN_UNIQUE, NO_NEGATIVE_MONEY
 from ..contracts import PAID_STATUS
 from ..controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date
+from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
@@ -16,18 +17,6 @@ from .step import CheckOutcome, Step
 
 
 
-def _column_lineage() -> dg.TableColumnLineage:
-    def dep(column: str) -> list[dg.TableColumnDep]:
-        return [dg.TableColumnDep(asset_key=dg.AssetKey("stg_order_lines"), column_name=column)]
-
-    mapping = {c: dep(c) for c in ("sales_date", "order_id", "line_no", "event_ts", "customer_id",
-                                    "product_id", "channel", "quantity", "batch_id", "source_seq")}
-    mapping["revenue_usd"] = dep("line_amount_usd")
-    mapping["cost_usd"] = dep("line_cost_usd")
-    mapping["gross_profit_usd"] = dep("line_amount_usd") + dep("line_cost_usd")
-    return dg.TableColumnLineage(deps_by_column=mapping)
-
-
 @dg.asset(
     deps=["stg_order_lines"],
     partitions_def=daily_partitions,
@@ -36,7 +25,7 @@ def _column_lineage() -> dg.TableColumnLineage:
     group_name="facts",
     kinds={"iceberg", "duckdb"},
     owners=["team:data-platform"],
-    metadata={"dagster/column_lineage": _column_lineage()},
+    metadata=lineage_metadata("fact_sales"),
     check_specs=[
         dg.AssetCheckSpec(GRAIN_UNIQUE, asset="fact_sales", blocking=True,
                           description="(order_id, line_no) is unique within the day."),

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import dagster as dg
 
+from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
@@ -46,7 +47,7 @@ _MART_ASSET = dict(
 )
 
 
-@dg.asset(owners=["team:finance-data"], **_MART_ASSET)
+@dg.asset(owners=["team:finance-data"], metadata=lineage_metadata("mart_finance_daily_sales"), **_MART_ASSET)
 @classified
 def mart_finance_daily_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) -> dg.MaterializeResult:
     """Certified finance daily sales: the full control tuple and gross margin per sales_date.
@@ -59,7 +60,7 @@ def mart_finance_daily_sales(context: dg.AssetExecutionContext, atlasmart: Atlas
     return _build_mart(context, atlasmart, MART_FINANCE_DAILY_SALES, build_finance_mart)
 
 
-@dg.asset(owners=["team:executive-reporting"], **_MART_ASSET)
+@dg.asset(owners=["team:executive-reporting"], metadata=lineage_metadata("mart_executive_revenue"), **_MART_ASSET)
 @classified
 def mart_executive_revenue(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) -> dg.MaterializeResult:
     """Certified executive revenue: governed revenue with its channel split, profit, margin, order value.

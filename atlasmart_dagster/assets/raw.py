@@ -8,6 +8,7 @@ from ..checks.names import MANIFEST_ROWS_MATCH, SOURCE_CONTRACT_CONFORMS
 from ..clock import RUN_STARTED
 from ..errors import SourceNotReady
 from ..lanes import guard_backfill_scope
+from ..lineage import lineage_metadata
 from ..landing import file_format, read_batch
 from ..ledger import BLOCKED_UPSTREAM
 from ..partitions import daily_partitions
@@ -75,6 +76,8 @@ def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
 
 
 @dg.asset(
+    deps=["erp_order_lines"],
+    metadata=lineage_metadata("raw_order_lines"),
     partitions_def=daily_partitions,
     backfill_policy=dg.BackfillPolicy.single_run(),
     retry_policy=STORAGE_RETRY_POLICY,

@@ -3,6 +3,7 @@
 
 import dagster as dg
 
+from ..lineage import lineage_metadata
 from ..metrics import GROSS_REVENUE
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
@@ -23,6 +24,7 @@ from .step import Step
     kinds={"iceberg", "duckdb"},
     owners=["team:analytics-governance"],
     metadata={
+        **lineage_metadata("metric_gross_revenue"),
         "metric_definition": dg.MetadataValue.json(GROSS_REVENUE.to_metadata()),
         "metric_version": GROSS_REVENUE.version,
         "compiled_sql": dg.MetadataValue.md(f"```sql\n{GROSS_REVENUE.compile_sql()}\n```"),

@@ -4,6 +4,7 @@
 import dagster as dg
 
 from ..checks.names import STAGED_ROWS_RECONCILE
+from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
@@ -40,6 +41,7 @@ def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | Non
             group_name="staging",
             kinds={"iceberg", "duckdb"},
             owners=["team:data-platform"],
+            metadata=lineage_metadata("stg_order_lines"),
         ),
         dg.AssetSpec(
             "quarantine_order_lines",
@@ -51,6 +53,7 @@ def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | Non
             group_name="staging",
             kinds={"iceberg", "duckdb"},
             owners=["team:data-platform"],
+            metadata=lineage_metadata("quarantine_order_lines"),
         ),
     ],
     partitions_def=daily_partitions,

@@ -37,6 +37,7 @@ class CheckOutcome:
     blocking: bool
     description: str
     results: list[PartitionCheck] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)  # extra figures for the UI (e.g. totals)
 
     @property
     def passed(self) -> bool:
@@ -57,6 +58,7 @@ class CheckOutcome:
             metadata["observed_vs_expected"] = dg.MetadataValue.json(
                 {r.partition: {"observed": r.observed, "expected": r.expected, "passed": r.passed} for r in shown}
             )
+        metadata.update({k: dg.MetadataValue.json(v) if isinstance(v, (dict, list)) else v for k, v in self.summary.items()})
         if failing:
             metadata["failing_partitions"] = ", ".join(r.partition for r in failing[:_MAX_LISTED]) + (
                 " …" if len(failing) > _MAX_LISTED else ""

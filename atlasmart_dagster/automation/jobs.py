@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from ..checks.golden import GOLDEN_CHECK_KEYS
 from ..checks.slo import SLO_CHECK_KEYS
 from ..lanes import BACKFILL, CURRENT, LANE_TAG
 
@@ -36,6 +37,15 @@ backfill_sales_job = dg.define_asset_job(
         "Refuses the current day unless tagged atlasmart/include_current=true."
     ),
     tags={LANE_TAG: BACKFILL},
+)
+
+dashboard_checks_job = dg.define_asset_job(
+    "dashboard_checks_job",
+    selection=dg.AssetSelection.checks(*GOLDEN_CHECK_KEYS),
+    description=(
+        "Golden cross-checks of the dashboards against the governed metric, on the certified consumer layer. "
+        "Started by certification_sensor after each certification; passing days certify the dashboards."
+    ),
 )
 
 reference_job = dg.define_asset_job(

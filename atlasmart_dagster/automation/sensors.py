@@ -10,7 +10,7 @@ from ..ledger import RESTATEMENT_PENDING
 from ..partitions import FIRST_SALES_DATE
 from ..platform import Platform
 from ..resources import AtlasmartResource
-from .jobs import backfill_sales_job, daily_sales_job
+from .jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job
 from .schedules import TRIGGER_TAG
 
 RESTATES_BATCH_TAG = "atlasmart/restates_batch"
@@ -89,9 +89,11 @@ def landing_manifest_sensor(context: dg.SensorEvaluationContext, atlasmart: Atla
     run_status=dg.DagsterRunStatus.SUCCESS,
     name="certification_sensor",
     minimum_interval_seconds=30,
+    request_job=dashboard_checks_job,
     description=(
         "After a run succeeds, runs the certification gate on every certified asset partition it built "
-        "and records CERTIFIED (or CERTIFICATION_REFUSED with reasons) in the ledger."
+        "and records CERTIFIED (or CERTIFICATION_REFUSED with reasons) in the ledger; then requests the "
+        "dashboards' golden cross-checks, whose passing days certify the dashboards."
     ),
 )
 def certification_sensor(context: dg.RunStatusSensorContext, atlasmart: AtlasmartResource):
@@ -110,3 +112,24 @@ def certification_sensor(context: dg.RunStatusSensorContext, atlasmart: Atlasmar
         )
     if certified:
         context.log.info(f"certified partitions {', '.join(certified)} of run {context.dagster_run.run_id}")
+        return dg.RunRequest(run_key=f"golden-{context.dagster_run.run_id}")
+    return None
+
+
+@dg.sensor(
+    name="incident_sensor",
+    minimum_interval_seconds=60,
+    description=(
+        "Opens or updates incidents from evidence: failed blocking checks and dashboard golden checks, missed "
+        "SLOs, failed runs of the certified chain, and days still blocked upstream 10 minutes after their "
+        "schedule. Idempotent: each piece of evidence reaches exactly one incident."
+    ),
+)
+def incident_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):
+    from ..incidents.detection import detect
+
+    touched = detect(atlasmart.platform, context.instance)
+    if not touched:
+        return dg.SkipReason("no new evidence of trouble")
+    context.log.warning(f"incidents opened or updated: {', '.join(touched)}")
+    return dg.SkipReason(f"incidents opened or updated: {', '.join(touched)} (see atlasmart incident list)")

@@ -14,3 +14,5 @@ AGG_MATCHES_FACT = "agg_matches_fact"
 METRIC_MATCHES_AGG = "metric_matches_agg"
 MART_MATCHES_AGG_AND_METRIC = "mart_matches_agg_and_metric"
 CHANNEL_SPLIT_ADDS_UP = "channel_split_adds_up"
+# dashboards (consumer side)
+GOLDEN_MATCHES_GOVERNED_METRIC = "golden_matches_governed_metric"

@@ -8,7 +8,7 @@ from pathlib import Path
 from .context import CliContext
 from .output import print_json
 
-DRILLS = ("failed-load",)
+DRILLS = ("failed-load", "source-late", "schema-drift", "semantic-bug")
 
 
 def cmd_drill(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -16,10 +16,15 @@ def cmd_drill(args: argparse.Namespace, ctx: CliContext) -> int:
     workdir = Path(args.workdir) if args.workdir else ctx.platform.home.root / "drills" / args.name
     if args.name == "failed-load":
         from ..drills.failed_load import run_drill
-    else:  # pragma: no cover - argparse restricts choices
-        raise SystemExit(f"unknown drill {args.name}")
-    summary = run_drill(workdir, ephemeral_instance=ctx.ephemeral_instance, log_level=ctx.log_level)
-    signals = summary.pop("_signals_text")
+
+        summary = run_drill(workdir, ephemeral_instance=ctx.ephemeral_instance, log_level=ctx.log_level)
+        signals = summary.pop("_signals_text")
+    else:
+        from ..drills.incident_drills import run_incident_drill
+
+        summary = run_incident_drill(args.name, workdir, ephemeral_instance=ctx.ephemeral_instance,
+                                     log_level=ctx.log_level)
+        signals = summary.pop("_text")
     if ctx.as_json:
         print_json(summary)
     else:

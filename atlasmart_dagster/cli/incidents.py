@@ -1,0 +1,247 @@
+"""Commands for incidents, blast radius, contract approvals and dashboards."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import dagster as dg
+
+from ..errors import AtlasmartError
+from .context import CliContext
+from .output import print_json, table
+
+
+def _workflow(ctx: CliContext):
+    from ..incidents.workflow import IncidentWorkflow
+
+    return IncidentWorkflow(ctx.platform, ctx.defs, ctx.instance, ctx.log_level)
+
+
+def _partitions(args) -> list[str] | None:
+    if not getattr(args, "start", None):
+        return None
+    from ..partitions import daily_partitions
+
+    return list(daily_partitions.get_partition_keys_in_range(dg.PartitionKeyRange(args.start, args.end or args.start)))
+
+
+def _show(ctx: CliContext, incident) -> None:
+    data = incident.to_json() | {"fingerprint": incident.fingerprint()}
+    if ctx.as_json:
+        print_json(data)
+        return
+    print(f"{incident.id}  [{incident.status}]  {incident.title}")
+    print(f"days: {', '.join(incident.partitions) or '-'}   assets: {', '.join(incident.assets) or '-'}")
+    print(f"fingerprint: {data['fingerprint']}\n\ntimeline:")
+    for e in incident.events:
+        print(f"  {e['at']}  {e['actor']:<28} {e['kind']:<17} {e['message']}")
+    if data["triage"]:
+        print(f"\ntriage: {data['triage']['verdict']} ({data['triage']['note']})")
+    for action in data["postmortem_actions"]:
+        print(f"action {action['action_id']}: {action['owner']} by {action['due']}: {action['gap']} "
+              f"[{'done: ' + action['evidence'] if action['done'] else 'open'}]")
+
+
+def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Work incidents: list, show, note, triage, contain, notify, repair, verify, resolve, postmortem, report, detect."""
+    from ..incidents.detection import consumer_report, detect
+
+    wf = _workflow(ctx)
+    action = args.action
+    try:
+        if action == "list":
+            incidents = [i for i in wf.store.all() if args.all or i.status != "resolved"]
+            if ctx.as_json:
+                print_json([i.to_json(with_events=False) for i in incidents])
+            else:
+                print(table(["id", "status", "days", "opened", "title"],
+                            [[i.id, i.status, ",".join(i.partitions), i.opened_at, i.title] for i in incidents]))
+            return 0
+        if action == "detect":
+            touched = detect(ctx.platform, ctx.instance, actor=args.actor)
+            print_json(touched) if ctx.as_json else print("incidents opened or updated: " + (", ".join(touched) or "none"))
+            return 0
+        if action == "report":
+            incident_id = consumer_report(ctx.platform, args.actor, args.text, args.asset, args.partition)
+            print_json({"incident": incident_id}) if ctx.as_json else print(f"reported as {incident_id}")
+            return 0
+        if not args.id:
+            raise SystemExit(f"incident {action} needs an incident id")
+        if action == "show":
+            _show(ctx, wf.get(args.id))
+        elif action == "note":
+            wf.note(args.id, args.actor, args.text)
+        elif action == "triage":
+            result = wf.identify(args.id, args.actor, origin_asset=args.origin_asset, origin_field=args.origin_field)
+            if ctx.as_json:
+                print_json({"triage": result["triage"], "blast_radius": result["blast_radius"].to_json()})
+            else:
+                t = result["triage"]
+                print(f"verdict: {t['verdict']} ({t['note']})")
+                for mechanism, evidence in t["evidence"].items():
+                    for item in evidence:
+                        print(f"  {mechanism}: {item}")
+                print(result["blast_radius"].render_text())
+        elif action == "contain":
+            assets = args.assets.split(",") if args.assets else None
+            data = wf.contain(args.id, args.actor, assets, _partitions(args), withdraw=not args.no_withdraw)
+            print_json(data) if ctx.as_json else print(
+                f"withdrew {len(data['withdrawn'])} certifications; certification held for "
+                f"{', '.join(data['assets'])} {data['partitions'][0]}..{data['partitions'][-1]}")
+        elif action == "notify":
+            notice = wf.notify(args.id, args.actor, stage=args.stage, summary=args.summary, repair=args.repair,
+                               next_update=args.next_update, restated=args.restated,
+                               out_dir=Path(args.out) if args.out else None)
+            print_json(notice) if ctx.as_json else print(wf.get(args.id).latest("notice")["data"]["markdown"])
+        elif action == "repair":
+            outcome = wf.repair(args.id, args.actor, args.start, args.end or args.start, args.reason,
+                                start_at=args.start_at, include_current=args.include_current)
+            print_json(outcome.to_json()) if ctx.as_json else print(
+                f"repair run {outcome.run_id} {'succeeded' if outcome.success else 'FAILED'}; "
+                "certification stays held until `atlasmart incident verify`")
+        elif action == "verify":
+            data = wf.verify(args.id, args.actor)
+            print_json(data) if ctx.as_json else print(
+                f"verification {'passed' if data['passed'] else 'FAILED'}: canonical controls {data['canonical_total']}; "
+                + "; ".join(f"{d}: {v['mismatches'] or 'reconciled'}" for d, v in data["per_day"].items()))
+            return 0 if data["passed"] else 1
+        elif action == "resolve":
+            wf.resolve(args.id, args.actor, args.summary or "resolved")
+            print(f"{args.id} resolved")
+        elif action == "postmortem":
+            if args.complete:
+                wf.complete_action(args.id, args.complete, args.actor, args.evidence or "")
+                print(f"{args.complete} done")
+            else:
+                action_id = wf.add_action(args.id, args.actor, args.owner or "", args.due or "", args.gap or "",
+                                          args.verification or "")
+                print_json({"action_id": action_id}) if ctx.as_json else print(f"added {action_id}")
+        return 0
+    except AtlasmartError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def cmd_blast_radius(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Everything downstream of an asset or a source field: assets, checks, marts, dashboards, consumers, owners."""
+    from ..incidents import blast_radius
+
+    if bool(args.asset) == bool(args.field):
+        raise SystemExit("give exactly one of --asset or --field")
+    partitions = _partitions(args) or []
+    br = (blast_radius.from_asset(ctx.defs, args.asset, partitions) if args.asset
+          else blast_radius.from_field(ctx.defs, args.field, partitions))
+    if ctx.as_json:
+        print_json(br.to_json())
+    elif args.mermaid:
+        print(br.mermaid())
+    else:
+        print(br.render_text())
+    return 0
+
+
+def cmd_contract(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Approve a source contract version for a batch (the owner's compatibility decision)."""
+    from ..approvals import approve, approvals
+
+    if args.action == "list":
+        print_json(approvals(ctx.platform.ledger))
+        return 0
+    try:
+        approve(ctx.platform.ledger, args.batch, args.partition, args.version, args.owner, args.approved_by,
+                args.reason, ctx.platform.clock.now(), incident_id=args.incident)
+    except AtlasmartError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    print(f"batch {args.batch} ({args.partition}) will be read with contract {args.version}")
+    return 0
+
+
+def cmd_dashboard(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Show, deploy or restore a dashboard definition; `check` runs the golden cross-checks."""
+    from ..dashboards import DEFAULT_DASHBOARDS, Dashboard, current, deploy, tile_values
+
+    ledger = ctx.platform.ledger
+    if args.action == "show":
+        dashboard = current(ledger, args.dashboard)
+        values = tile_values(ctx.platform, dashboard)
+        data = dashboard.to_json() | {"values": {k: {d: format(v, "f") for d, v in by.items()} for k, by in values.items()},
+                                      "compiled_from_governed": dashboard.compiled_from_governed}
+        print_json(data)
+        return 0
+    if args.action == "deploy":
+        dashboard = Dashboard.from_json(json.loads(Path(args.file).read_text()))
+    elif args.action == "restore":
+        dashboard = DEFAULT_DASHBOARDS[args.dashboard]
+    else:  # check
+        from ..certification import certify_run
+
+        job = ctx.defs.resolve_job_def("dashboard_checks_job")
+        result = job.execute_in_process(instance=ctx.instance, raise_on_error=False)
+        decisions = certify_run(ctx.platform, result.run_id, result.success, actor=args.actor)
+        print_json([d.to_json() for d in decisions])
+        return 0
+    deploy(ledger, dashboard, args.actor, args.reason or args.action, ctx.platform.clock.now())
+    print(f"deployed {dashboard.asset} v{dashboard.version} (compiled from governed metric: {dashboard.compiled_from_governed})")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("incident", help=cmd_incident.__doc__, description=cmd_incident.__doc__)
+    p.add_argument("action", choices=["list", "show", "note", "triage", "contain", "notify", "repair", "verify",
+                                      "resolve", "postmortem", "report", "detect"])
+    p.add_argument("id", nargs="?", help="incident id (INC-0001)")
+    p.add_argument("--actor", default="operator", help="who acts (recorded)")
+    p.add_argument("--text", help="note or consumer report text")
+    p.add_argument("--asset", help="asset a consumer report is about")
+    p.add_argument("--partition", help="day a consumer report is about")
+    p.add_argument("--all", action="store_true", help="list resolved incidents too")
+    p.add_argument("--origin-asset", help="triage: blast radius from this asset")
+    p.add_argument("--origin-field", help="triage: blast radius from this source field")
+    p.add_argument("--assets", help="contain: comma-separated assets (default: the certified products)")
+    p.add_argument("--from", dest="start", help="first day of the scope")
+    p.add_argument("--to", dest="end", help="last day of the scope")
+    p.add_argument("--no-withdraw", action="store_true", help="contain: hold certification without withdrawing")
+    p.add_argument("--stage", default="update", help="notify: initial | update | resolved")
+    p.add_argument("--summary", help="notify/resolve: what to say")
+    p.add_argument("--repair", default="under investigation", help="notify: the repair under way")
+    p.add_argument("--next-update", default="when the next step completes", help="notify: what triggers the next update")
+    p.add_argument("--restated", action="store_true", help="notify: figures will be restated")
+    p.add_argument("--out", help="notify: folder for the notice's .md and .json")
+    p.add_argument("--start-at", help="repair: rebuild from this asset down")
+    p.add_argument("--reason", help="repair: why")
+    p.add_argument("--include-current", action="store_true", help="repair: the scope includes the current day")
+    p.add_argument("--owner", help="postmortem action owner")
+    p.add_argument("--due", help="postmortem action due date (YYYY-MM-DD)")
+    p.add_argument("--gap", help="postmortem: the detected gap the action closes")
+    p.add_argument("--verification", help="postmortem: how completion is proven")
+    p.add_argument("--complete", help="postmortem: mark this action id done")
+    p.add_argument("--evidence", help="postmortem: evidence that the action is done")
+    p.set_defaults(handler=cmd_incident)
+
+    p = sub.add_parser("blast-radius", help=cmd_blast_radius.__doc__, description=cmd_blast_radius.__doc__)
+    p.add_argument("--asset", help="start from this asset")
+    p.add_argument("--field", help="start from this ERP source field (column lineage)")
+    p.add_argument("--from", dest="start", help="first affected day")
+    p.add_argument("--to", dest="end", help="last affected day")
+    p.add_argument("--mermaid", action="store_true", help="print a Mermaid flowchart")
+    p.set_defaults(handler=cmd_blast_radius)
+
+    p = sub.add_parser("contract", help=cmd_contract.__doc__, description=cmd_contract.__doc__)
+    p.add_argument("action", choices=["approve", "list"])
+    p.add_argument("--batch")
+    p.add_argument("--partition")
+    p.add_argument("--version")
+    p.add_argument("--owner", help="the contract's owning team (must match the contract)")
+    p.add_argument("--approved-by", help="the person approving")
+    p.add_argument("--reason")
+    p.add_argument("--incident")
+    p.set_defaults(handler=cmd_contract)
+
+    p = sub.add_parser("dashboard", help=cmd_dashboard.__doc__, description=cmd_dashboard.__doc__)
+    p.add_argument("action", choices=["show", "deploy", "restore", "check"])
+    p.add_argument("dashboard", nargs="?", default="dashboard_executive_revenue")
+    p.add_argument("--file", help="deploy: dashboard definition JSON")
+    p.add_argument("--actor", default="operator")
+    p.add_argument("--reason")
+    p.set_defaults(handler=cmd_dashboard)

@@ -1,0 +1,429 @@
+"""Incident drills: source lateness, schema drift, semantic bug, end to end on logical time.
+
+Each drill starts from a fresh scratch home with certified history, breaks
+one thing the way it breaks in real life, and walks the whole incident
+workflow through real Dagster runs: detection by the incident sensor's logic,
+triage from evidence, blast radius from the live asset graph, containment,
+consumer notices, a scoped repair, verification against controls recomputed
+from raw, re-certification, resolution and a postmortem with owned actions.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from ..approvals import approve
+from ..clock import RUN_FINISHED, RUN_STARTED
+from ..controls import total
+from ..dashboards import EXECUTIVE_DASHBOARD, Dashboard, Tile, deploy, governed_values
+from ..incidents.detection import detect
+from ..lanes import INCLUDE_CURRENT_TAG
+from ..incidents.store import Incident
+from ..incidents.workflow import IncidentWorkflow, canonical_controls
+from ..serving import partition_status
+from ..slo import latest_results
+from ..tables import FACT_SALES, STG_ORDER_LINES
+from .harness import DrillWorld, hhmm, write_json
+from .landing_helpers import drift_rename_field
+
+DAY = "2026-09-21"
+NEXT = "2026-09-22"
+ALL_DAYS = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"]
+ONCALL = "on-call data engineer (drill)"
+
+
+def at(hm: str) -> str:
+    return f"{NEXT}T{hm}:00Z"
+
+
+class IncidentDrill:
+    """Shared moves of the incident drills."""
+
+    name = "incident"
+
+    def __init__(self, workdir: Path, ephemeral_instance: bool = False, log_level: str | None = "CRITICAL"):
+        self.workdir = Path(workdir)
+        self.world = DrillWorld(self.workdir / "world", ephemeral_instance, log_level)
+        self.wf = IncidentWorkflow(self.world.platform, self.world.defs, self.world.instance, log_level)
+        self.notices_dir = self.workdir / "artifacts" / "notices"
+
+    # -- setup --------------------------------------------------------------
+    def certified_history(self, days: list[str], when: str = "06:00") -> None:
+        w = self.world
+        w.at(at(when))
+        # the setup names the current day explicitly when it loads it with the history
+        tags = {INCLUDE_CURRENT_TAG: "true"} if DAY in days else {}
+        history = w.run("history load", days, lane="backfill", tags=tags)
+        w.certify(history)
+        self.golden_checks("golden checks after history load")
+        w.signal("setup", f"history {days[0]}..{days[-1]} loaded and certified; dashboards golden-checked")
+
+    def golden_checks(self, label: str):
+        from ..certification import certify_run
+        from ..runs import console_config
+
+        w = self.world
+        job = w.defs.resolve_job_def("dashboard_checks_job")
+        result = job.execute_in_process(run_config=console_config(w.log_level), instance=w.instance, raise_on_error=False)
+        w.runs.append({"label": label, "run_id": result.run_id, "partitions": [], "lane": None,
+                       "success": result.success, "failures": [], "step_events": {}})
+        return certify_run(w.platform, result.run_id, result.success, actor="certification_sensor")
+
+    def detect(self) -> list[str]:
+        touched = detect(self.world.platform, self.world.instance)
+        for incident_id in touched:
+            incident = self.wf.get(incident_id)
+            self.world.signal("detected", f"incident_sensor: {incident_id} [{incident.status}] {incident.title}; "
+                                          f"signals: {len(incident.signals)}")
+        return touched
+
+    def notify(self, incident_id: str, **kwargs) -> dict:
+        notice = self.wf.notify(incident_id, ONCALL, out_dir=self.notices_dir, **kwargs)
+        self.world.signal("notice", f"consumer notice ({notice['stage']}): data is {notice['impact']} for "
+                                    f"{', '.join(notice['affected_days'])}; restated: {notice['figures_will_be_restated']}")
+        return notice
+
+    def triage(self, incident_id: str, **origin) -> dict:
+        result = self.wf.identify(incident_id, ONCALL, **origin)
+        t, br = result["triage"], result["blast_radius"]
+        self.world.signal("triage", f"verdict: {t['verdict']} ({t['note']})")
+        self.world.signal("blast_radius", f"from {br.origin}: marts {', '.join(a.asset for a in br.of_kind('certified mart')) or '-'}; "
+                                          f"dashboards {', '.join(a.asset for a in br.of_kind('dashboard')) or '-'}; "
+                                          f"consumer groups {', '.join(a.asset for a in br.of_kind('consumer group')) or '-'}")
+        return result
+
+    def postmortem(self, incident_id: str, owner: str, due: str, gap: str, verification: str) -> str:
+        action = self.wf.add_action(incident_id, ONCALL, owner, due, gap, verification)
+        self.world.signal("postmortem", f"{action}: {owner} by {due}: {gap}")
+        return action
+
+    # -- evidence -----------------------------------------------------------
+    def finish(self, incident_id: str, figures: dict[str, Any], acceptance: dict[str, bool]) -> dict[str, Any]:
+        incident = self.wf.get(incident_id)
+        totals = total(canonical_controls(self.world.platform, ALL_DAYS).values())
+        summary = {
+            "drill": self.name,
+            "incident": incident.id,
+            "status": incident.status,
+            "incident_fingerprint": incident.fingerprint(),
+            "triage": incident.latest("triage")["data"],
+            "blast_radius": {k: v for k, v in incident.latest("blast_radius")["data"].items() if k != "mermaid"},
+            "notices": [{k: v for k, v in n.items() if k != "markdown"} for n in (e["data"] for e in incident.of_kind("notice"))],
+            "postmortem_actions": incident.to_json()["postmortem_actions"],
+            "controls_total_after": str(totals),
+            "states_after": {d: partition_status(self.world.platform, d).state for d in ALL_DAYS},
+            **figures,
+            "acceptance": acceptance,
+            "passed": all(acceptance.values()),
+        }
+        artifacts = self.workdir / "artifacts"
+        write_json(artifacts / "acceptance_summary.json", summary)
+        write_json(artifacts / "incident.json", incident.to_json() | {"fingerprint": incident.fingerprint()})
+        write_json(artifacts / "evidence" / "runs.json", self.world.runs)
+        write_json(artifacts / "evidence" / "signals.json", [s.to_json() for s in self.world.signals])
+        write_json(artifacts / "evidence" / "ledger.json", self.world.ledger_excerpt(ALL_DAYS))
+        (artifacts / "blast_radius.mmd").write_text(incident.latest("blast_radius")["data"]["mermaid"] + "\n")
+        (artifacts / "postmortem.md").write_text(postmortem_markdown(incident, summary))
+        summary["_text"] = self.render(incident, summary)
+        return summary
+
+    def render(self, incident: Incident, summary: dict[str, Any]) -> str:
+        lines = [f"Drill {self.name}: {incident.id} {incident.title}", "", "Timeline:"]
+        lines += [f"  {hhmm(s.at)}  {s.kind:<13} {s.message}" for s in self.world.signals]
+        t = summary["triage"]
+        lines += ["", f"Classification: {t['verdict']} ({t['note']})"]
+        for mechanism, evidence in t["evidence"].items():
+            lines += [f"  + {mechanism}: {e}" for e in evidence]
+        for mechanism, evidence in t.get("against", {}).items():
+            lines += [f"  - {mechanism}: {e}" for e in evidence]
+        br = summary["blast_radius"]
+        lines += ["", f"Blast radius from {br['origin']}:"]
+        lines += [f"  {a['kind']:<16} {a['asset']}{' [' + ', '.join(a['columns']) + ']' if a['columns'] else ''}"
+                  f"  owners: {', '.join(a['owners'])}" for a in br["assets"]]
+        lines += ["", "Notices:"]
+        lines += [f"  ({n['stage']}) {n['impact']}: {n['summary']}" for n in summary["notices"]]
+        lines += ["", "Postmortem:"]
+        lines += [f"  {a['action_id']} {a['owner']} by {a['due']}: {a['gap']} (verified by: {a['verification']})"
+                  for a in summary["postmortem_actions"]]
+        lines += ["", f"Controls after: {summary['controls_total_after']}; incident {incident.status}; "
+                      f"fingerprint {summary['incident_fingerprint']}"]
+        return "\n".join(lines)
+
+
+def postmortem_markdown(incident: Incident, summary: dict[str, Any]) -> str:
+    actions = "\n".join(f"| {a['action_id']} | {a['owner']} | {a['due']} | {a['gap']} | {a['verification']} |"
+                        for a in summary["postmortem_actions"])
+    timeline = "\n".join(f"- {e['at']} {e['actor']}: {e['message']}" for e in incident.events)
+    return f"""# Postmortem {incident.id}: {incident.title}
+
+Status: {incident.status}. Classification: {summary['triage']['verdict']} ({summary['triage']['note']}).
+Controls after repair: {summary['controls_total_after']}.
+
+## Timeline
+{timeline}
+
+## Actions
+| id | owner | due | gap it closes | how it is proven done |
+|---|---|---|---|---|
+{actions}
+"""
+
+
+# ---------------------------------------------------------------------------
+# source lateness
+
+
+class SourceLateDrill(IncidentDrill):
+    name = "source-late"
+
+    def play(self) -> dict[str, Any]:
+        w = self.world
+        w.withhold_manifest(DAY)
+        self.certified_history(ALL_DAYS[:-1])
+        w.at(at("08:00"))
+        blocked = w.execute("scheduled load (manifest absent)", w.tick_schedule())
+        w.signal("blocked", f"08:00 schedule: {DAY} BLOCKED_UPSTREAM (manifest absent), nothing published")
+        w.at(at("08:10"))
+        (incident_id,) = self.detect()
+        self.triage(incident_id)
+        self.wf.contain(incident_id, ONCALL, partitions=[DAY], hold=False)
+        w.signal("contained", f"nothing to withdraw ({DAY} was never certified); consumers keep 2026-09-20")
+        self.notify(incident_id, stage="initial",
+                    summary=f"Sales for {DAY} are late: the ERP has not delivered the day's batch. Nothing has been "
+                            f"published or estimated for {DAY}; certified figures up to 2026-09-20 are unaffected.",
+                    repair="waiting for the ERP batch; ERP operations has been paged",
+                    next_update="when the ERP batch arrives, or at 09:00 UTC at the latest", restated=False)
+        w.at(at("09:05"))
+        w.land_manifest(DAY, ready_at=at("09:05"))
+        w.signal("manifest_landed", f"{DAY} manifest landed, ready_at 09:05")
+        w.at(at("09:06"), phases={RUN_STARTED: at("09:06"), RUN_FINISHED: at("09:14")})
+        requests, _ = w.tick_sensor()
+        (request,) = [r for r in requests if r.partition_key == DAY]
+        load = w.execute("sensor-triggered load", request)
+        w.at(at("09:18"))
+        w.certify(load)
+        slo = {r.objective: r for r in latest_results(w.platform.ledger, DAY)}
+        w.signal("certified", f"{DAY} certified at 09:18; {slo['availability'].describe()}")
+        self.detect()  # the SLO miss joins the same incident
+        w.at(at("09:20"))
+        verification = self.wf.verify(incident_id, ONCALL)
+        w.signal("verified", f"canonical controls of {DAY}: {verification['per_day'][DAY]['canonical']}")
+        self.notify(incident_id, stage="resolved",
+                    summary=f"Sales for {DAY} are now available (certified 09:18 UTC, 48 minutes after the 08:30 "
+                            f"deadline). These are first publications, not corrections.",
+                    repair="none needed: the day was loaded as soon as the ERP batch arrived",
+                    next_update="no further updates for this incident", restated=False)
+        self.wf.resolve(incident_id, ONCALL, f"{DAY} delivered late because the ERP batch was late; data reconciled")
+        self.postmortem(incident_id, "team:erp-operations", "2026-10-06",
+                        "no readiness metric or escalation when the ERP manifest is late",
+                        "a drill with the manifest absent at 08:10 pages ERP operations before 08:15")
+        processed = sorted({e.partition for e in load.result.get_asset_materialization_events()})
+        incident = self.wf.get(incident_id)
+        notices = [e["data"] for e in incident.of_kind("notice")]
+        figures = {
+            "availability_missed_by": slo["availability"].missed_by,
+            "certified_at": hhmm(w.platform.ledger.served("mart_finance_daily_sales", DAY).certification.recorded_at),
+            "processed_partitions": processed,
+            "signals": [s["kind"] for s in incident.signals],
+        }
+        acceptance = {
+            "incident_opened_from_source_lateness_at_0810": incident.events[0]["at"] == at("08:10")
+            and incident.signals[0]["kind"] == "source_late",
+            "classified_source_failure": incident.latest("triage")["data"]["verdict"] == "source failure",
+            "communicated_as_stale_nothing_fabricated": notices[0]["impact"] == "late"
+            and notices[0]["current_state_per_day"][DAY] == "DELAYED" and not blocked.success,
+            "certified_0918_availability_missed_by_48": figures["certified_at"] == "09:18"
+            and slo["availability"].missed_by == 48,
+            "only_that_partition_processed": processed == [DAY],
+            "controls_total_reconciled": str(total(canonical_controls(w.platform, ALL_DAYS).values()))
+            == "(10, 8, 12, 820, 495, 325)" and verification["passed"],
+            "resolved_with_postmortem": incident.status == "resolved" and len(incident.of_kind("postmortem_action")) == 1,
+        }
+        return self.finish(incident_id, figures, acceptance)
+
+
+# ---------------------------------------------------------------------------
+# schema drift
+
+
+class SchemaDriftDrill(IncidentDrill):
+    name = "schema-drift"
+
+    def play(self) -> dict[str, Any]:
+        w = self.world
+        w.withhold_manifest(DAY)
+        self.certified_history(ALL_DAYS[:-1])
+        manifest = drift_rename_field(w.day_dir(DAY), w.withheld / f"{DAY}.json", "line_amount_usd", "gross_line_amount_usd")
+        w.signal("erp_change", "the ERP upgrade renamed line_amount_usd to gross_line_amount_usd (manifest still says v1)")
+        w.at(at("08:04"))
+        w.land_manifest(DAY)
+        w.at(at("08:05"), phases={RUN_STARTED: at("08:05"), RUN_FINISHED: at("08:06")})
+        requests, _ = w.tick_sensor()
+        (request,) = [r for r in requests if r.partition_key == DAY]
+        load = w.execute("sensor-triggered load (drifted batch)", request)
+        published = {s.name: w.platform.warehouse.partition_row_counts(s, [DAY])[DAY] for s in (STG_ORDER_LINES, FACT_SALES)}
+        w.signal("gate", f"source_contract_conforms failed; staged rows {published['stg_order_lines']}, "
+                         f"fact rows {published['fact_sales']}: the gate published nothing")
+        w.at(at("08:07"))
+        (incident_id,) = self.detect()
+        self.triage(incident_id, origin_field="line_amount_usd")
+        self.wf.contain(incident_id, ONCALL, partitions=[DAY])
+        w.signal("contained", f"certification of {DAY} held until verification; raw batch {manifest['batch_id']} preserved")
+        self.notify(incident_id, stage="initial",
+                    summary=f"Sales for {DAY} are unavailable: the ERP changed the layout of its order lines and the "
+                            f"contract gate stopped the batch before anything was published.",
+                    repair="agreeing a compatible source contract with ERP operations, then replaying the preserved batch",
+                    next_update="when the contract decision is made, or at 09:00 UTC", restated=False)
+        w.at(at("08:30"))
+        approve(w.platform.ledger, manifest["batch_id"], DAY, "v2", "erp-operations", "erp data owner (drill)",
+                "gross_line_amount_usd is the renamed line_amount_usd; same meaning", w.clock.now(), incident_id)
+        self.wf.note(incident_id, "erp data owner (drill)", "contract v2 approved for the batch: maps gross_line_amount_usd onto line_amount_usd")
+        w.signal("contract", f"owner-approved contract v2 for {manifest['batch_id']}: gross_line_amount_usd -> line_amount_usd")
+        shutil.rmtree(w.day_dir(DAY))  # replay must come from the preserved raw batch
+        w.at(at("08:35"), phases={RUN_STARTED: at("08:35"), RUN_FINISHED: at("08:38")})
+        repair = self.wf.repair(incident_id, ONCALL, DAY, DAY, "replay the preserved raw batch under contract v2",
+                                include_current=True)
+        w.record_run("replay under contract v2 (backfill lane)", repair)
+        w.signal("repair", f"replayed {DAY} from the raw store in the {repair.lane} lane; certification still held")
+        w.at(at("08:40"))
+        verification = self.wf.verify(incident_id, ONCALL)
+        w.signal("verified", f"canonical controls of {DAY}: {verification['per_day'][DAY]['canonical']}; re-certified")
+        self.detect()
+        self.notify(incident_id, stage="resolved",
+                    summary=f"Sales for {DAY} are now available and reconciled (certified 08:40 UTC). "
+                            "No previously published figure changed.",
+                    repair="done: the batch was replayed under the approved contract v2",
+                    next_update="no further updates for this incident", restated=False)
+        self.wf.resolve(incident_id, ONCALL, f"{DAY} replayed under contract v2 and reconciled")
+        self.postmortem(incident_id, "team:data-platform", "2026-10-13",
+                        "a renamed source field reached the pipeline without a compatibility decision",
+                        "a compatibility gate before transform rejects unapproved layouts in CI with the drifted batch")
+        incident = self.wf.get(incident_id)
+        radius = incident.latest("blast_radius")["data"]
+        figures = {
+            "published_rows_while_drifted": published,
+            "blast_radius_from_field": radius["origin"],
+            "blast_radius_assets": [a["asset"] for a in radius["assets"]],
+            "contract_applied_on_replay": "v2",
+        }
+        acceptance = {
+            "gate_published_zero_rows": published == {"stg_order_lines": 0, "fact_sales": 0} and not load.success,
+            "classified_pipeline_or_schema_bug": incident.latest("triage")["data"]["verdict"] == "pipeline or schema bug",
+            "blast_radius_from_the_field": radius["origin"] == "erp_order_lines.line_amount_usd"
+            and "mart_finance_daily_sales" in figures["blast_radius_assets"],
+            "owner_approved_contract_v2": any(
+                a["batch_id"] == manifest["batch_id"] and a["contract_version"] == "v2" and a["owner"] == "erp-operations"
+                for a in w.platform.ledger.rows("contract_approvals")),
+            "replayed_from_preserved_raw_batch": repair.success,
+            "reconciled_and_recertified": verification["passed"]
+            and partition_status(w.platform, DAY).state == "CERTIFIED",
+            "controls_total_reconciled": str(total(canonical_controls(w.platform, ALL_DAYS).values()))
+            == "(10, 8, 12, 820, 495, 325)",
+            "resolved_with_postmortem": incident.status == "resolved",
+        }
+        return self.finish(incident_id, figures, acceptance)
+
+
+# ---------------------------------------------------------------------------
+# semantic bug
+
+
+def dropped_channel_dashboard() -> Dashboard:
+    """An executive dashboard whose hand-edited revenue tile leaves out marketplace sales."""
+    tiles = tuple(
+        Tile(t.key, t.title, "SELECT sales_date, revenue_web_usd + revenue_store_usd AS value FROM mart_executive_revenue",
+             t.governed_metric) if t.governed_metric else t
+        for t in EXECUTIVE_DASHBOARD.tiles
+    )
+    return Dashboard(EXECUTIVE_DASHBOARD.asset, EXECUTIVE_DASHBOARD.title, "1.1.0", tiles)
+
+
+class SemanticBugDrill(IncidentDrill):
+    name = "semantic-bug"
+
+    def play(self) -> dict[str, Any]:
+        w = self.world
+        self.certified_history(ALL_DAYS, when="09:00")
+        w.at(at("10:00"))
+        deploy(w.platform.ledger, dropped_channel_dashboard(), "bi developer (drill)", "faster revenue tile", w.clock.now())
+        w.signal("deploy", "executive dashboard v1.1.0 deployed with a hand-written revenue tile (web + store)")
+        from ..dashboards import current, tile_values
+
+        shown = sum(tile_values(w.platform, current(w.platform.ledger, EXECUTIVE_DASHBOARD.asset))["gross_revenue_usd"].values())
+        governed = sum(governed_values(w.platform).values())
+        w.at(at("10:05"))
+        self.golden_checks("golden checks after the dashboard deploy")
+        pipeline_failures = [r for r in w.platform.ledger.check_results() if r["blocking"] and not r["passed"]]
+        w.signal("golden", f"golden cross-check: dashboard shows {shown} USD, governed metric {governed} USD; "
+                           f"pipeline check failures: {len(pipeline_failures)}")
+        w.at(at("10:06"))
+        (incident_id,) = self.detect()
+        self.triage(incident_id, origin_asset="metric_gross_revenue")
+        containment = self.wf.contain(incident_id, ONCALL, assets=[EXECUTIVE_DASHBOARD.asset], partitions=ALL_DAYS)
+        w.signal("contained", f"withdrew {len(containment['withdrawn'])} dashboard certifications; the governed "
+                              "metric and marts reconcile (820) and stay certified")
+        self.notify(incident_id, stage="initial",
+                    summary=f"The Executive revenue dashboard under-reports revenue: it shows {shown:.0f} USD for "
+                            f"{ALL_DAYS[0]}..{ALL_DAYS[-1]} where the governed gross revenue is {governed:.0f} USD "
+                            "(marketplace sales are missing). Use the Executive revenue mart or the governed metric, "
+                            "which are correct and certified.",
+                    repair="restoring the dashboard's revenue tile to the governed metric definition",
+                    next_update="when the corrected dashboard is verified, or at 11:00 UTC", restated=True)
+        w.at(at("10:20"))
+        deploy(w.platform.ledger, EXECUTIVE_DASHBOARD, ONCALL, f"{incident_id}: restore the governed definition", w.clock.now())
+        self.wf.record_repair(incident_id, ONCALL, "dashboard redeployed: revenue tile compiled from the governed metric",
+                              {"dashboard": EXECUTIVE_DASHBOARD.asset, "version": EXECUTIVE_DASHBOARD.version})
+        w.signal("repair", "executive dashboard v1.0.0 redeployed from the governed metric")
+        w.at(at("10:25"))
+        verification = self.wf.verify(incident_id, ONCALL)
+        corrected = verification["dashboards"]["dashboards"][EXECUTIVE_DASHBOARD.asset]["totals"]["gross_revenue_usd"]
+        w.signal("verified", f"dashboard revenue {corrected} = governed {verification['dashboards']['dashboards'][EXECUTIVE_DASHBOARD.asset]['governed_total']}; re-certified")
+        self.notify(incident_id, stage="resolved",
+                    summary=f"The Executive revenue dashboard is corrected: gross revenue for {ALL_DAYS[0]}..{ALL_DAYS[-1]} "
+                            f"is {corrected} USD (it showed {shown:.0f} USD). Please replace figures taken from the dashboard.",
+                    repair="done: the tile is compiled from the governed metric and golden-checked",
+                    next_update="no further updates for this incident", restated=True,
+                    corrected={"gross_revenue_usd": corrected})
+        self.wf.resolve(incident_id, ONCALL, "dashboard restored to the governed metric; 820 re-certified")
+        self.postmortem(incident_id, "team:analytics-governance", "2026-10-20",
+                        "dashboards could restate a governed metric by hand",
+                        "dashboards compile revenue from the governed metric and the golden test runs after every deploy")
+        incident = self.wf.get(incident_id)
+        recertified = [d for d in ALL_DAYS if w.platform.ledger.served(EXECUTIVE_DASHBOARD.asset, d)]
+        figures = {
+            "dashboard_shown_usd": f"{shown:.2f}",
+            "governed_usd": f"{governed:.2f}",
+            "corrected_usd": corrected,
+            "pipeline_check_failures": len(pipeline_failures),
+            "dashboard_days_recertified": recertified,
+        }
+        radius = incident.latest("blast_radius")["data"]
+        acceptance = {
+            "dashboard_665_vs_governed_820": (shown, governed) == (665, 820),
+            "every_pipeline_check_green": not pipeline_failures,
+            "classified_semantic_error": incident.latest("triage")["data"]["verdict"] == "semantic error",
+            "blast_radius_metric_marts_dashboards": radius["origin"] == "metric_gross_revenue"
+            and set(radius["marts"]) == {"mart_finance_daily_sales", "mart_executive_revenue"}
+            and EXECUTIVE_DASHBOARD.asset in radius["dashboards"],
+            "affected_certification_withdrawn": len(containment["withdrawn"]) == len(ALL_DAYS),
+            "governed_definition_restored_820_recertified": corrected == "820.00" and recertified == ALL_DAYS,
+            "consumers_told_corrected_figure": incident.of_kind("notice")[-1]["data"]["corrected_figures"]
+            == {"gross_revenue_usd": "820.00"},
+            "resolved_with_postmortem": incident.status == "resolved",
+        }
+        return self.finish(incident_id, figures, acceptance)
+
+
+DRILLS: dict[str, Callable[..., IncidentDrill]] = {
+    "source-late": SourceLateDrill,
+    "schema-drift": SchemaDriftDrill,
+    "semantic-bug": SemanticBugDrill,
+}
+
+
+def run_incident_drill(name: str, workdir: Path, ephemeral_instance: bool = False,
+                       log_level: str | None = "CRITICAL") -> dict[str, Any]:
+    return DRILLS[name](workdir, ephemeral_instance, log_level).play()

@@ -1,0 +1,66 @@
+"""The three incident drills: figures, verdicts, and a stable incident fingerprint."""
+
+import json
+import re
+
+import pytest
+
+from atlasmart_dagster.cli.main import main
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def drill(tmp_path, capsys, name, workdir, *extra):
+    code = main(["--home", str(tmp_path / "home"), "--ephemeral-instance", *extra, "drill", name, "--workdir",
+                 str(tmp_path / workdir)])
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / workdir / "artifacts" / "acceptance_summary.json").read_text())
+    return code, out, summary
+
+
+def test_source_late(tmp_path, capsys):
+    code, out, s = drill(tmp_path, capsys, "source-late", "a")
+    assert code == 0 and s["passed"], s["acceptance"]
+    assert s["triage"]["verdict"] == "source failure"
+    assert s["availability_missed_by"] == 48 and s["certified_at"] == "09:18"
+    assert s["processed_partitions"] == ["2026-09-21"]
+    assert s["controls_total_after"] == "(10, 8, 12, 820, 495, 325)"
+    assert s["notices"][0]["impact"] == "late" and s["notices"][0]["current_state_per_day"] == {"2026-09-21": "DELAYED"}
+    assert "MISSED by 48 min" in out and "Classification: source failure" in out
+    assert s["postmortem_actions"][0]["owner"] == "team:erp-operations"
+
+
+def test_schema_drift(tmp_path, capsys):
+    code, out, s = drill(tmp_path, capsys, "schema-drift", "a")
+    assert code == 0 and s["passed"], s["acceptance"]
+    assert s["triage"]["verdict"] == "pipeline or schema bug"
+    assert s["published_rows_while_drifted"] == {"stg_order_lines": 0, "fact_sales": 0}
+    assert s["blast_radius"]["origin"] == "erp_order_lines.line_amount_usd"
+    fact = next(a for a in s["blast_radius"]["assets"] if a["asset"] == "fact_sales")
+    assert fact["columns"] == ["gross_profit_usd", "revenue_usd"]  # only what is built from the field
+    assert s["controls_total_after"] == "(10, 8, 12, 820, 495, 325)"
+    assert s["states_after"]["2026-09-21"] == "CERTIFIED"
+    assert s["postmortem_actions"][0]["owner"] == "team:data-platform"
+
+
+def test_semantic_bug(tmp_path, capsys):
+    code, out, s = drill(tmp_path, capsys, "semantic-bug", "a")
+    assert code == 0 and s["passed"], s["acceptance"]
+    assert (s["dashboard_shown_usd"], s["governed_usd"], s["corrected_usd"]) == ("665.00", "820.00", "820.00")
+    assert s["pipeline_check_failures"] == 0 and s["triage"]["verdict"] == "semantic error"
+    assert set(s["blast_radius"]["marts"]) == {"mart_finance_daily_sales", "mart_executive_revenue"}
+    assert "dashboard_executive_revenue" in s["blast_radius"]["dashboards"]
+    assert s["notices"][-1]["corrected_figures"] == {"gross_revenue_usd": "820.00"}
+    notices = (tmp_path / "a" / "artifacts" / "notices")
+    assert sorted(p.suffix for p in notices.iterdir()) == [".json", ".json", ".md", ".md"]
+    assert s["postmortem_actions"][0]["owner"] == "team:analytics-governance"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["source-late", "schema-drift", "semantic-bug"])
+def test_incident_fingerprint_is_identical_across_two_runs(tmp_path, capsys, name):
+    first = drill(tmp_path, capsys, name, "first")[2]
+    second = drill(tmp_path, capsys, name, "second")[2]
+    assert first["incident_fingerprint"] == second["incident_fingerprint"]
+    # the whole summary, figures and evidence included, apart from Dagster run ids
+    assert UUID.sub("<run>", json.dumps(first, sort_keys=True)) == UUID.sub("<run>", json.dumps(second, sort_keys=True))
