@@ -17,6 +17,7 @@ overwrite, which is idempotent because it replaces whole partitions.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -159,9 +160,11 @@ class Warehouse:
                 with warnings.catch_warnings():
                     # Replacing a partition that does not exist yet is normal here.
                     warnings.filterwarnings("ignore", message="Delete operation did not match any records")
-                    table.overwrite(
-                        data, overwrite_filter=_partition_filter(spec, partitions), snapshot_properties=props
-                    )
+                    with table.transaction() as transaction:
+                        transaction.overwrite(
+                            data, overwrite_filter=_partition_filter(spec, partitions), snapshot_properties=props
+                        )
+                        pause_before_commit(self.home, spec.name)
                 return table.current_snapshot().snapshot_id
             except Exception as exc:  # noqa: BLE001 - classified below
                 # ValidationException: another writer replaced the same partition
@@ -272,6 +275,26 @@ def iter_chunks(items: Sequence[str], size: int) -> Iterable[list[str]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
 
+
+
+PAUSE_ENV = "ATLASMART_PAUSE_BEFORE_COMMIT"
+
+
+def pause_before_commit(home: AtlasmartHome, table: str) -> None:
+    """Fault injection for crash tests: hold a commit after its data files are written.
+
+    ``ATLASMART_PAUSE_BEFORE_COMMIT=fact_sales:60`` makes the next commit to
+    ``fact_sales`` write a marker file and wait 60 s before committing, so a
+    test can kill the process mid-commit. Unset in production.
+    """
+    setting = os.environ.get(PAUSE_ENV, "")
+    name, _, seconds = setting.partition(":")
+    if name != table:
+        return
+    marker = home.locks_dir / f"paused-before-commit-{table}"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(str(os.getpid()))
+    time.sleep(float(seconds or 60))
 
 
 def plan_chunks(row_counts: dict[str, int], max_rows: int) -> list[list[str]]:

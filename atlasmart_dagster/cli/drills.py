@@ -8,7 +8,7 @@ from pathlib import Path
 from .context import CliContext
 from .output import print_json
 
-DRILLS = ("failed-load", "source-late", "schema-drift", "semantic-bug")
+DRILLS = ("failed-load", "source-late", "schema-drift", "semantic-bug", "dr")
 
 
 def cmd_drill(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -19,6 +19,11 @@ def cmd_drill(args: argparse.Namespace, ctx: CliContext) -> int:
 
         summary = run_drill(workdir, ephemeral_instance=ctx.ephemeral_instance, log_level=ctx.log_level)
         signals = summary.pop("_signals_text")
+    elif args.name == "dr":
+        from ..drills.dr import run_drill as run_dr
+
+        summary = run_dr(workdir, ephemeral_instance=ctx.ephemeral_instance, log_level=ctx.log_level)
+        signals = summary.pop("_text")
     else:
         from ..drills.incident_drills import run_incident_drill
 

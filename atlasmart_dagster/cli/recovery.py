@@ -1,0 +1,98 @@
+"""Commands for disaster recovery: backup, restore, verify, rollback."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import AtlasmartError
+from .context import CliContext
+from .output import print_json
+
+
+def _backup_root(ctx: CliContext, given: str | None) -> Path:
+    # Beside the home, never inside it: a restore moves the home's contents aside.
+    return Path(given) if given else ctx.platform.home.root.parent / f"{ctx.platform.home.root.name}-backups"
+
+
+def cmd_backup(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Back up the committed state of the home (catalog, table files, raw store, ledger), even while runs write."""
+    from ..recovery import backup
+
+    try:
+        manifest = backup(ctx.platform, _backup_root(ctx, args.to))
+    except AtlasmartError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    summary = {"backup_id": manifest["backup_id"], "path": manifest["path"], "files": len(manifest["files"]),
+               "tables": manifest["tables"]}
+    print_json(summary) if ctx.as_json else print(
+        f"backup {manifest['backup_id']} at {manifest['path']}: {len(manifest['files'])} files, "
+        f"{len(manifest['tables'])} tables")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Restore a backup into its (empty or damaged) home, moving what is there aside, then verify."""
+    from ..platform import Platform
+    from ..recovery import restore, verify
+
+    try:
+        report = restore(Path(args.backup), ctx.platform.home, ctx.platform.clock.now())
+    except AtlasmartError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    fresh = Platform.open(home=ctx.platform.home.root, landing=ctx.platform.landing_root, clock=ctx.clock)
+    checked = verify(fresh)
+    result = {**report, "verify": checked}
+    if ctx.as_json:
+        print_json(result)
+    else:
+        print(f"restored {report['backup_id']} ({report['restored_files']} files)"
+              + (f"; previous contents kept in {report['aside']}" if report["aside"] else ""))
+        print(f"verify: {'ok' if checked['ok'] else 'PROBLEMS'}" + "".join(f"\n  {p}" for p in checked["problems"]))
+    return 0 if checked["certified_ok"] else 1
+
+
+def cmd_verify(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Recompute controls and fingerprints of every certified partition and compare them with the ledger."""
+    from ..recovery import verify
+
+    result = verify(ctx.platform)
+    if ctx.as_json:
+        print_json(result)
+    else:
+        print(f"checked {result['checked']['certified_partitions']} certified partitions, "
+              f"{result['checked']['raw_batches']} raw batches, {result['checked']['days']} days: "
+              f"{'ok' if result['ok'] else 'PROBLEMS'}")
+        for problem in result["problems"]:
+            print(f"  {problem}")
+    return 0 if result["ok"] else 1
+
+
+def cmd_rollback(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Put one partition of one table back to the version its last certification was built on."""
+    from ..recovery import rollback_partition
+
+    try:
+        result = rollback_partition(ctx.platform, args.asset, args.partition, args.actor, args.reason)
+    except AtlasmartError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    print_json(result) if ctx.as_json else print(
+        f"{args.asset} {args.partition} rolled back to snapshot {result['to_snapshot_id']} ({result['rows']} rows)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("backup", help=cmd_backup.__doc__, description=cmd_backup.__doc__)
+    p.add_argument("--to", help="folder for backups (default: <home>-backups beside the home)")
+    p.set_defaults(handler=cmd_backup)
+    p = sub.add_parser("restore", help=cmd_restore.__doc__, description=cmd_restore.__doc__)
+    p.add_argument("backup", help="a backup folder (<backups>/BK-0001)")
+    p.set_defaults(handler=cmd_restore)
+    p = sub.add_parser("verify", help=cmd_verify.__doc__, description=cmd_verify.__doc__)
+    p.set_defaults(handler=cmd_verify)
+    p = sub.add_parser("rollback", help=cmd_rollback.__doc__, description=cmd_rollback.__doc__)
+    p.add_argument("--asset", required=True)
+    p.add_argument("--partition", required=True)
+    p.add_argument("--actor", required=True, help="who rolls back (recorded)")
+    p.add_argument("--reason", required=True)
+    p.set_defaults(handler=cmd_rollback)
