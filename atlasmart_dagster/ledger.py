@@ -165,6 +165,16 @@ _TABLES = {
         reason TEXT NOT NULL,
         at TEXT NOT NULL
     """,
+    "access_log": """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        principal TEXT NOT NULL,
+        principal_kind TEXT NOT NULL,
+        role TEXT NOT NULL,
+        statement_sha256 TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        at TEXT NOT NULL
+    """,
     "run_phases": """
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         run_id TEXT NOT NULL,

@@ -18,10 +18,10 @@ import argparse
 import signal
 import sys
 
-from . import drills, incidents, inspecting, loading, operations, recovery
+from . import access, drills, incidents, inspecting, loading, operations, recovery
 from .context import CliContext
 
-COMMAND_MODULES = [loading, inspecting, operations, incidents, recovery, drills]
+COMMAND_MODULES = [loading, inspecting, operations, incidents, recovery, access, drills]
 
 
 def cmd_dagster_home(args: argparse.Namespace, ctx: CliContext) -> int:

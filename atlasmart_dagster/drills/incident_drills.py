@@ -32,7 +32,7 @@ from .landing_helpers import drift_rename_field
 DAY = "2026-09-21"
 NEXT = "2026-09-22"
 ALL_DAYS = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"]
-ONCALL = "on-call data engineer (drill)"
+ONCALL = "oncall@atlasmart.example"  # a human principal holding incident_responder
 
 
 def at(hm: str) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 import dagster as dg
 
+from ..access.policy import WITHDRAW_CERTIFICATION
 from ..backfills import BackfillRequest, run_backfill
 from ..certification import CERTIFIED_ASSETS, certify_builds
 from ..controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
@@ -91,6 +92,7 @@ class IncidentWorkflow:
         A late source has nothing wrong to withdraw and no reason to hold
         correct data back: ``hold=False`` records containment without a hold.
         """
+        self._authorise(actor, WITHDRAW_CERTIFICATION, f"contain {incident_id}")
         incident = self.get(incident_id)
         partitions = sorted(partitions or incident.partitions)
         if not partitions:
@@ -125,6 +127,20 @@ class IncidentWorkflow:
                           f"contained: {len(withdrawn)} certifications withdrawn; {held}", data=data)
         self.store.advance(self.get(incident_id), CONTAINED, now, actor, "contained")
         return data
+
+    def _authorise(self, actor: str, permission: str, action: str) -> None:
+        from ..access.gateway import log_decision
+        from ..access.policy import AccessDenied, principal_for, require
+
+        try:
+            principal = require(actor, permission)
+        except AccessDenied as exc:
+            try:
+                log_decision(self.platform, principal_for(actor), action, "deny", str(exc))
+            except AccessDenied:
+                pass  # not a principal at all: nothing to attribute the attempt to
+            raise
+        log_decision(self.platform, principal, action, "allow", permission)
 
     # -- communicate ---------------------------------------------------------
     def notify(self, incident_id: str, actor: str, *, stage: str, summary: str, repair: str, next_update: str,

@@ -45,9 +45,9 @@ def test_incident_lifecycle_through_the_cli(env, capsys):
     assert listed["status"] == "open" and listed["partitions"] == [DAY]
     assert listed["signals"][0]["observed"]["cost_usd"] == "140.00"
 
-    cli(env, capsys, "incident", "note", incident_id, "--text", "cost looks +10 on the 20th", "--actor", "jane")
+    cli(env, capsys, "incident", "note", incident_id, "--text", "cost looks +10 on the 20th", "--actor", "oncall@atlasmart.example")
 
-    code, out = cli(env, capsys, "incident", "contain", incident_id, "--json", "--actor", "jane")
+    code, out = cli(env, capsys, "incident", "contain", incident_id, "--json", "--actor", "oncall@atlasmart.example")
     contained = json.loads(out)
     assert {w["asset"] for w in contained["withdrawn"]} == {"metric_gross_revenue", "mart_finance_daily_sales",
                                                             "mart_executive_revenue"}
