@@ -9,7 +9,6 @@ started with ``DAGSTER_HOME=$ATLASMART_HOME/dagster dagster dev``.
 from __future__ import annotations
 
 import os
-import shutil
 from importlib import resources
 from pathlib import Path
 
@@ -28,7 +27,13 @@ def prepare_dagster_home(home: AtlasmartHome) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     config = target / "dagster.yaml"
     if not config.exists():
-        shutil.copyfile(packaged_instance_config(), config)
+        # Pin the JSON log file to this home: runs on this instance log here even
+        # when ATLASMART_HOME is not set in their environment.
+        text = packaged_instance_config().read_text().replace(
+            "class: atlasmart_dagster.observability.logs.JsonLinesHandler\n",
+            f"class: atlasmart_dagster.observability.logs.JsonLinesHandler\n        home: {home.root}\n",
+        )
+        config.write_text(text)
     return target
 
 

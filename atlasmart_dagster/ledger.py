@@ -175,6 +175,13 @@ _TABLES = {
         reason TEXT NOT NULL,
         at TEXT NOT NULL
     """,
+    "step_retries": """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        asset TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        at TEXT NOT NULL
+    """,
     "run_phases": """
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         run_id TEXT NOT NULL,

@@ -12,3 +12,9 @@ import dagster as dg
 warnings.filterwarnings(
     "ignore", message=r"Parameter `backfill_policy` of function `(multi_)?asset`", category=dg.BetaWarning
 )
+# The project's dagster.yaml routes run logs through Dagster's python_logs
+# config (JSON lines, see observability/logs.py), which Dagster 1.13 also marks
+# beta and announces in every run process.
+warnings.filterwarnings(
+    "ignore", message=r"Handling yaml-defined logging configuration is currently in beta", category=dg.BetaWarning
+)

@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 import dagster as dg
 
+from ..clock import format_ts
 from ..controls import ControlTuple
 from ..lanes import lane_of
 from ..ledger import BUILT
@@ -89,6 +90,13 @@ class Step:
         self.run_id = context.run.run_id
         self.lane = lane_of(self.tags)
         self.partitions = self._partitions()
+        self._batch_ids: dict[str, list[str]] = {}
+        retry = getattr(context, "retry_number", 0)
+        if isinstance(context, dg.AssetExecutionContext) and retry:
+            self.ledger.insert(
+                "step_retries",
+                {"run_id": self.run_id, "asset": asset, "attempt": retry + 1, "at": format_ts(self.now())},
+            )
 
     def _partitions(self) -> list[str]:
         if isinstance(self.context, dg.AssetExecutionContext):
@@ -111,9 +119,18 @@ class Step:
     def snapshot_properties(self) -> dict[str, str]:
         return {"run_id": self.run_id, "lane": self.lane, "asset": self.asset}
 
+    def batch_ids(self, partition: str) -> list[str]:
+        """The batches the day's data came from (as of its latest raw build)."""
+        if partition not in self._batch_ids:
+            built = self.ledger.events(asset="raw_order_lines", partition=partition, states=(BUILT,))
+            self._batch_ids[partition] = built[-1].detail.get("batch_ids", []) if built else []
+        return self._batch_ids[partition]
+
     def log_partition(self, partition: str, outcome: str, **fields: Any) -> None:
         """One structured line per partition (run id and step come from Dagster's log context)."""
         payload = {"event": "partition_processed", "asset": self.asset, "partition": partition, "lane": self.lane}
+        if "batch_ids" not in fields:
+            payload["batch_ids"] = self.batch_ids(partition)
         payload.update(fields)
         payload["outcome"] = outcome
         self.context.log.info(json.dumps(payload, sort_keys=False, default=str))

@@ -1,0 +1,1 @@
+"""Structured logs and Prometheus metrics: signals that can tell a late source from a semantic bug."""
