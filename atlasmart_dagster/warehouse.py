@@ -17,14 +17,16 @@ overwrite, which is idempotent because it replaces whole partitions.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import threading
 import time
 import warnings
 from datetime import date
+from contextlib import contextmanager
 from functools import cached_property
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -49,6 +51,18 @@ TABLE_PROPERTIES = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "20",
 }
+
+
+@contextmanager
+def _home_lock(home: AtlasmartHome, name: str) -> Iterator[None]:
+    """An exclusive, process-wide lock for one-time setup in a home (blocking)."""
+    home.locks_dir.mkdir(parents=True, exist_ok=True)
+    handle = os.open(home.locks_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)
 
 
 def _partition_filter(spec: TableSpec, partitions: Sequence[str] | None):
@@ -91,13 +105,16 @@ class Warehouse:
 
     @cached_property
     def catalog(self) -> SqlCatalog:
-        catalog = SqlCatalog(
-            NAMESPACE,
-            # timeout: wait for the SQLite write lock instead of failing at once.
-            uri=f"sqlite:///{self.home.catalog_db}?timeout=60",
-            warehouse=f"file://{self.home.warehouse_dir}",
-        )
-        catalog.create_namespace_if_not_exists(NAMESPACE)
+        # Two runs starting on a fresh home would both create the catalog's
+        # tables ("table iceberg_tables already exists"): initialise under a lock.
+        with _home_lock(self.home, "catalog"):
+            catalog = SqlCatalog(
+                NAMESPACE,
+                # timeout: wait for the SQLite write lock instead of failing at once.
+                uri=f"sqlite:///{self.home.catalog_db}?timeout=60",
+                warehouse=f"file://{self.home.warehouse_dir}",
+            )
+            catalog.create_namespace_if_not_exists(NAMESPACE)
         return catalog
 
     # -- tables -----------------------------------------------------------
@@ -106,12 +123,13 @@ class Warehouse:
         try:
             return self.catalog.load_table(spec.identifier)
         except NoSuchTableError:
-            return self.catalog.create_table_if_not_exists(
-                spec.identifier,
-                schema=spec.iceberg_schema(),
-                partition_spec=spec.partition_spec(),
-                properties=TABLE_PROPERTIES,
-            )
+            with _home_lock(self.home, "catalog"):
+                return self.catalog.create_table_if_not_exists(
+                    spec.identifier,
+                    schema=spec.iceberg_schema(),
+                    partition_spec=spec.partition_spec(),
+                    properties=TABLE_PROPERTIES,
+                )
 
     def exists(self, spec: TableSpec) -> bool:
         return self.catalog.table_exists(spec.identifier)
