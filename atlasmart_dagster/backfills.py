@@ -103,6 +103,7 @@ def run_backfill(
     request: BackfillRequest,
     wait_seconds: float = 0.0,
     log_level: str | None = None,
+    progress=None,
 ) -> RunOutcome:
     """Execute the backfill in-process now, holding the backfill lane lock."""
     problems = request.validate(platform)
@@ -121,6 +122,7 @@ def run_backfill(
             tags=request.tags(request_id),
             asset_selection=request.asset_keys,
             log_level=log_level,
+            progress=progress,
         )
     ledger.record_backfill(
         request_id,

@@ -87,68 +87,117 @@ class GateDecision:
         }
 
 
-def _latest_built(platform: Platform, asset: str, partition: str, up_to_id: int | None = None) -> PartitionEvent | None:
-    events = [e for e in platform.ledger.events(asset=asset, partition=partition, states=(BUILT,))]
-    if up_to_id is not None:
-        events = [e for e in events if e.id <= up_to_id]
-    return events[-1] if events else None
+class GateEvidence:
+    """Everything the gate needs for a set of builds, read in bulk.
+
+    The gate judges each (asset, day) on its own, but reading the ledger and
+    the tables once per day made certifying a year of days slower than
+    building it; here every table version is read once for all its days.
+    """
+
+    def __init__(self, platform: Platform, builds: list[PartitionEvent]):
+        self.platform = platform
+        ledger = platform.ledger
+        days = sorted({b.partition for b in builds})
+        self.built: dict[tuple[str, str], list[PartitionEvent]] = {}
+        for event in ledger.events(states=(BUILT,)):
+            if event.partition in days:
+                self.built.setdefault((event.asset, event.partition), []).append(event)
+        self.checks: dict[tuple[str, str], list[dict]] = {}
+        for result in ledger.check_results():
+            if result["partition"] in days:
+                self.checks.setdefault((result["asset"], result["partition"]), []).append(result)
+        self.holds = ledger.active_holds()
+        self._controls: dict[tuple[str, int | None], dict] = {}
+        self._revenue: dict[int | None, dict] = {}
+        self._fingerprints: dict[tuple[str, int | None], dict] = {}
+        self._days_by_snapshot: dict[tuple[str, int | None], set[str]] = {}
+        self._days = days
+
+    def latest_built(self, asset: str, partition: str, up_to_id: int) -> PartitionEvent | None:
+        events = [e for e in self.built.get((asset, partition), []) if e.id <= up_to_id]
+        return events[-1] if events else None
+
+    def latest_check(self, asset: str, check: str, partition: str) -> dict | None:
+        results = [r for r in self.checks.get((asset, partition), []) if r["check_name"] == check]
+        return results[-1] if results else None
+
+    def run_checks(self, run_id: str, partition: str) -> list[dict]:
+        return [r for (_, p), rs in self.checks.items() if p == partition for r in rs if r["run_id"] == run_id]
+
+    def hold(self, asset: str, partition: str) -> dict | None:
+        for hold in self.holds:
+            if asset in hold["assets"] and hold["partition_from"] <= partition <= hold["partition_to"]:
+                return hold
+        return None
+
+    # Table reads: one per (table, snapshot) for all days of the builds.
+    def controls(self, spec, snapshot_id: int | None, partition: str) -> ControlTuple:
+        key = (spec.name, snapshot_id)
+        if key not in self._controls:
+            self._controls[key] = controls_of(self.platform.warehouse, spec, self._days, snapshot_id)
+        return self._controls[key][partition]
+
+    def revenue(self, snapshot_id: int | None, partition: str):
+        if snapshot_id not in self._revenue:
+            self._revenue[snapshot_id] = metric_revenue_of(self.platform.warehouse, self._days, snapshot_id)
+        return self._revenue[snapshot_id][partition]
+
+    def fingerprint(self, spec, snapshot_id: int | None, partition: str) -> str:
+        key = (spec.name, snapshot_id)
+        if key not in self._fingerprints:
+            self._fingerprints[key] = fingerprints_of(self.platform.warehouse, spec, self._days, snapshot_id)
+        return self._fingerprints[key][partition]
 
 
-def _latest_check(platform: Platform, asset: str, check: str, partition: str) -> dict | None:
-    results = [r for r in platform.ledger.check_results(partition=partition, asset=asset) if r["check_name"] == check]
-    return results[-1] if results else None
-
-
-def chain_reasons(platform: Platform, built: PartitionEvent) -> tuple[list[str], ControlTuple | None]:
+def chain_reasons(evidence: GateEvidence, built: PartitionEvent) -> tuple[list[str], ControlTuple | None]:
     """Reasons the chain under ``built`` does not reconcile (empty when it does), and the fact controls."""
     partition = built.partition
     reasons: list[str] = []
     pinned = {}
     for asset in (FACT_SALES.name, AGG_DAILY_SALES.name, METRIC_GROSS_REVENUE.name):
-        event = built if built.asset == asset else _latest_built(platform, asset, partition, up_to_id=built.id)
+        event = built if built.asset == asset else evidence.latest_built(asset, partition, up_to_id=built.id)
         if event is None:
             reasons.append(f"{asset} was never built for {partition}")
         pinned[asset] = event.snapshot_id if event else None
     if reasons:
         return reasons, None
-    wh = platform.warehouse
-    fact = controls_of(wh, FACT_SALES, [partition], pinned[FACT_SALES.name])[partition]
-    agg = controls_of(wh, AGG_DAILY_SALES, [partition], pinned[AGG_DAILY_SALES.name])[partition]
-    metric = metric_revenue_of(wh, [partition], pinned[METRIC_GROSS_REVENUE.name])[partition]
+    fact = evidence.controls(FACT_SALES, pinned[FACT_SALES.name], partition)
+    agg = evidence.controls(AGG_DAILY_SALES, pinned[AGG_DAILY_SALES.name], partition)
+    metric = evidence.revenue(pinned[METRIC_GROSS_REVENUE.name], partition)
     if agg != fact:
         reasons.append(f"agg_daily_sales {agg} differs from fact_sales {fact}")
     if metric != fact.revenue_usd:
         reasons.append(f"governed revenue {metric} differs from fact revenue {fact.revenue_usd}")
     if built.asset != METRIC_GROSS_REVENUE.name:
-        mart = controls_of(wh, TABLES_BY_NAME[built.asset], [partition], built.snapshot_id)[partition]
+        mart = evidence.controls(TABLES_BY_NAME[built.asset], built.snapshot_id, partition)
         if mart != fact:
             reasons.append(f"{built.asset} {mart} differs from fact_sales {fact}")
     for asset, check in UPSTREAM_CHECKS:
-        latest = _latest_check(platform, asset, check, partition)
+        latest = evidence.latest_check(asset, check, partition)
         if latest is None or not latest["passed"]:
             reasons.append(f"latest {asset}:{check} for {partition} is {'missing' if latest is None else 'failed'}")
     return reasons, fact
 
 
-def decide(platform: Platform, built: PartitionEvent, run_succeeded: bool) -> GateDecision:
+def decide(evidence: GateEvidence, built: PartitionEvent, run_succeeded: bool) -> GateDecision:
     """Run the gate for one BUILT candidate (no ledger writes)."""
     decision = GateDecision(built.asset, built.partition, False, snapshot_id=built.snapshot_id, fingerprint=built.fingerprint)
     if not run_succeeded:
         decision.reasons.append(f"run {built.run_id} did not succeed")
-    run_checks = platform.ledger.check_results(run_id=built.run_id, partition=built.partition)
+    run_checks = evidence.run_checks(built.run_id, built.partition)
     for failed in (c for c in run_checks if c["blocking"] and not c["passed"]):
         decision.reasons.append(f"blocking check {failed['asset']}:{failed['check_name']} failed in run {built.run_id}")
     own = OWN_CHECK[built.asset]
     if not any(c["asset"] == built.asset and c["check_name"] == own and c["passed"] for c in run_checks):
         decision.reasons.append(f"{built.asset}:{own} did not pass in run {built.run_id}")
-    hold = platform.ledger.active_hold(built.asset, built.partition)
+    hold = evidence.hold(built.asset, built.partition)
     if hold is not None:
         decision.reasons.append(f"certification held by {hold['incident_id'] or hold['actor']}: {hold['reason']}")
-    chain, fact_controls = chain_reasons(platform, built)
+    chain, fact_controls = chain_reasons(evidence, built)
     decision.reasons.extend(chain)
     decision.controls = fact_controls
-    spec = TABLES_BY_NAME[built.asset]
-    recomputed = fingerprints_of(platform.warehouse, spec, [built.partition], built.snapshot_id)[built.partition]
+    recomputed = evidence.fingerprint(TABLES_BY_NAME[built.asset], built.snapshot_id, built.partition)
     if recomputed != built.fingerprint:
         decision.reasons.append(
             f"fingerprint at snapshot {built.snapshot_id} is {recomputed[:12]}…, not the built {str(built.fingerprint)[:12]}…"
@@ -199,23 +248,36 @@ def certify_builds(
     ledger = platform.ledger
     decisions = []
     at = platform.clock.now()
+    evidence = GateEvidence(platform, builds) if builds else None
     for event in builds:
-        decision = decide(platform, event, run_succeeded)
-        ledger.append_event(
-            event.asset,
-            event.partition,
-            CERTIFIED if decision.certified else CERTIFICATION_REFUSED,
-            at,
-            actor=actor,
-            snapshot_id=event.snapshot_id,
-            fingerprint=event.fingerprint,
-            controls=decision.controls,
-            run_id=event.run_id,
-            lane=event.lane,
-            reason=None if decision.certified else "; ".join(decision.reasons),
-            detail={"built_event_id": event.id, "reasons": decision.reasons},
-        )
-        decisions.append(decision)
+        decisions.append(decide(evidence, event, run_succeeded))
+    with ledger.batch():
+        for event, decision in zip(builds, decisions):
+            _record_decision(ledger, event, decision, actor, at)
+    _deliver(platform, builds, decisions, at, instance)
+    return decisions
+
+
+def _record_decision(ledger, event: PartitionEvent, decision: GateDecision, actor: str, at) -> None:
+    ledger.append_event(
+        event.asset,
+        event.partition,
+        CERTIFIED if decision.certified else CERTIFICATION_REFUSED,
+        at,
+        actor=actor,
+        snapshot_id=event.snapshot_id,
+        fingerprint=event.fingerprint,
+        controls=decision.controls,
+        run_id=event.run_id,
+        lane=event.lane,
+        reason=None if decision.certified else "; ".join(decision.reasons),
+        detail={"built_event_id": event.id, "reasons": decision.reasons},
+    )
+
+
+def _deliver(platform: Platform, builds, decisions, at, instance) -> None:
+    """Days whose every certified product was just certified are delivered: measure their SLOs."""
+    ledger = platform.ledger
     delivered = {d.partition for d in decisions if d.certified} - {d.partition for d in decisions if not d.certified}
     by_partition = {e.partition: e for e in builds}
     for partition in sorted(delivered):
@@ -223,7 +285,6 @@ def certify_builds(
         results = record_first_delivery(ledger, partition, build.run_id, build.lane, at)
         if results and instance is not None:
             report_slo_checks(instance, results)
-    return decisions
 
 
 def certify_dashboards(platform: Platform, run_id: str, actor: str) -> list[GateDecision]:

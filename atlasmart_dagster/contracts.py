@@ -141,16 +141,20 @@ def typed_projection_sql(
     source: str,
     present: Iterable[str],
     output_names: Mapping[str, str] | None = None,
+    source_types: Mapping[str, str] | None = None,
 ) -> str:
     """SQL projecting ``source`` rows onto typed canonical columns.
 
     Adds ``type_error_fields`` (comma-separated canonical names whose non-null
     value failed to cast, else NULL) and ``invalid_values_json`` (the raw text
     of those values, for diagnosis). Fields absent from the file are NULL.
-    ``output_names`` renames canonical columns in the output.
+    ``output_names`` renames canonical columns in the output. A column whose
+    ``source_types`` entry already is the contract type (typed Parquet) is taken
+    as it is: it cannot fail to cast.
     """
     present_set = set(present)
     output_names = output_names or {}
+    source_types = source_types or {}
     typed, error_terms, raw_terms = [], [], []
     for spec in CANONICAL_FIELDS:
         src = contract.source_name(spec.name)
@@ -158,6 +162,9 @@ def typed_projection_sql(
             typed.append(f"CAST(NULL AS {spec.sql_type}) AS {output_names.get(spec.name, spec.name)}")
             continue
         raw = f'"{src}"'
+        if source_types.get(src, "").upper() == spec.sql_type:
+            typed.append(f"{raw} AS {output_names.get(spec.name, spec.name)}")
+            continue
         cast = _cast(raw, spec)
         typed.append(f"{cast} AS {output_names.get(spec.name, spec.name)}")
         failed = f"({raw} IS NOT NULL AND {cast} IS NULL)"

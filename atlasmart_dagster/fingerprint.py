@@ -22,6 +22,7 @@ from typing import Sequence
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def _field_expr(name: str, type_name: str) -> str:
@@ -76,6 +77,32 @@ def fingerprint_relation(con: duckdb.DuckDBPyConnection, relation: str, order_by
     for batch in reader:
         _update_from_strings(digest, batch.column(0))
     return digest.hexdigest()
+
+
+def fingerprints_by_partition(
+    con: duckdb.DuckDBPyConnection, relation: str, partition_column: str, order_by: Sequence[str]
+) -> dict[str, str]:
+    """Per-partition fingerprints of ``relation`` in one sorted pass.
+
+    Each partition's digest is exactly ``fingerprint_relation`` of that
+    partition's rows; the partition boundaries in each Arrow batch are found
+    with run-end encoding, so no Python code touches a row.
+    """
+    sql, header = canonical_lines_sql(con, relation, (partition_column, *order_by))
+    keyed = sql.replace(
+        "SELECT concat_ws(", f'SELECT CAST("{partition_column}" AS VARCHAR) AS __partition, concat_ws(', 1
+    )
+    digests: dict[str, "hashlib._Hash"] = {}
+    for batch in con.sql(keyed).to_arrow_reader(1_000_000):
+        runs = pc.run_end_encode(batch.column(0))
+        start = 0
+        for end, value in zip(runs.run_ends.to_pylist(), runs.values.to_pylist()):
+            digest = digests.get(value)
+            if digest is None:
+                digest = digests[value] = hashlib.sha256(header.encode())
+            _update_from_strings(digest, batch.column(1).slice(start, end - start))
+            start = end
+    return {partition: digest.hexdigest() for partition, digest in digests.items()}
 
 
 def fingerprint_arrow(table: pa.Table, order_by: Sequence[str]) -> str:

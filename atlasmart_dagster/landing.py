@@ -165,7 +165,15 @@ def _reader_sql(path: Path, fmt: str, fields: tuple[str, ...]) -> str:
     if fmt == "csv":
         # Columns by header name, every value as text (types are the contract's job).
         return f"read_csv('{quoted}', header=true, all_varchar=true)"
-    return f"read_parquet('{quoted}')"
+    return f"read_parquet('{quoted}', file_row_number = true)"
+
+
+def field_types(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> dict[str, str]:
+    """DuckDB types of the file's columns (text formats are all VARCHAR)."""
+    if fmt != "parquet":
+        return {}
+    quoted = str(path).replace("'", "''")
+    return {row[0]: row[1] for row in con.sql(f"DESCRIBE SELECT * FROM read_parquet('{quoted}')").fetchall()}
 
 
 def present_fields(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> tuple[str, ...]:
@@ -182,6 +190,37 @@ def present_fields(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> tupl
     return tuple(sorted(con.sql(f"SELECT * FROM read_parquet('{quoted}') LIMIT 0").columns))
 
 
+def batch_sql(
+    path: Path,
+    fmt: str,
+    fields: tuple[str, ...],
+    contract: SourceContract,
+    partition: str,
+    batch_id: str,
+    types: dict[str, str] | None = None,
+) -> str:
+    """SQL parsing a data file into raw rows: lineage columns plus typed canonical fields.
+
+    Rows keep file order in ``source_row`` (1-based). Values that fail to cast
+    become NULL and are named in ``type_error_fields``; the file itself stays
+    in the raw store as the evidence of what was sent.
+    """
+    reader = _reader_sql(path, fmt, fields)
+    # Parquet knows each row's position (parallel); text files are numbered in read order.
+    position = "file_row_number + 1" if fmt == "parquet" else "row_number() OVER ()"
+    numbered = f"(SELECT {position} AS __source_row, * FROM {reader})"
+    projection = typed_projection_sql(
+        contract, numbered, fields, output_names={"sales_date": "row_sales_date"}, source_types=types
+    )
+    # typed_projection_sql selects only canonical + error columns; add lineage.
+    return projection.replace(
+        "SELECT ",
+        f"SELECT DATE '{partition}' AS partition_date, '{batch_id}' AS batch_id, "
+        "CAST(__source_row AS INTEGER) AS source_row, ",
+        1,
+    )
+
+
 def read_batch(
     con: duckdb.DuckDBPyConnection,
     path: Path,
@@ -191,20 +230,5 @@ def read_batch(
     partition: str,
     batch_id: str,
 ) -> pa.Table:
-    """Parse a data file into raw rows: lineage columns plus typed canonical fields.
-
-    Rows keep file order in ``source_row`` (1-based). Values that fail to cast
-    become NULL and are named in ``type_error_fields``; the file itself stays
-    in the raw store as the evidence of what was sent.
-    """
-    reader = _reader_sql(path, fmt, fields)
-    numbered = f"(SELECT row_number() OVER () AS __source_row, * FROM {reader})"
-    projection = typed_projection_sql(contract, numbered, fields, output_names={"sales_date": "row_sales_date"})
-    # typed_projection_sql selects only canonical + error columns; add lineage.
-    projection = projection.replace(
-        "SELECT ",
-        f"SELECT DATE '{partition}' AS partition_date, '{batch_id}' AS batch_id, "
-        "CAST(__source_row AS INTEGER) AS source_row, ",
-        1,
-    )
-    return con.sql(projection + " ORDER BY source_row").to_arrow_table()
+    """The rows of one batch as Arrow, in file order (see ``batch_sql``)."""
+    return con.sql(batch_sql(path, fmt, fields, contract, partition, batch_id) + " ORDER BY source_row").to_arrow_table()

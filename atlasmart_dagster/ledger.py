@@ -21,7 +21,9 @@ Partition states (``partition_events.state``):
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -289,19 +291,42 @@ class Ledger:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._initialised = False
+        self._local = threading.local()
 
     # -- plumbing ---------------------------------------------------------
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection (kept open: a connect per operation costs more than the work)."""
         if not self._initialised:
             self._initialise()
-        con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        con.row_factory = sqlite3.Row
-        con.execute("PRAGMA busy_timeout = 60000")
-        try:
-            yield con
-        finally:
+        con = getattr(self._local, "con", None)
+        if con is None or getattr(self._local, "pid", None) != os.getpid():
+            con = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=True)
+            con.row_factory = sqlite3.Row
+            con.execute("PRAGMA busy_timeout = 60000")
+            self._local.con, self._local.pid = con, os.getpid()
+        yield con
+
+    def close(self) -> None:
+        con = getattr(self._local, "con", None)
+        if con is not None:
             con.close()
+            self._local.con = None
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group appends into one transaction (one fsync instead of one per row)."""
+        with self.connect() as con:
+            if con.in_transaction:
+                yield
+                return
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
 
     def _initialise(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -345,17 +370,11 @@ class Ledger:
     # -- identifiers ------------------------------------------------------
     def allocate_id(self, kind: str) -> str:
         """The next readable id of a kind (``BF-0001``, ``INC-0001``), unique under concurrency."""
-        with self.connect() as con:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                (last,) = con.execute(
-                    "SELECT coalesce(max(number), 0) FROM id_allocations WHERE kind = ?", (kind,)
-                ).fetchone()
-                con.execute("INSERT INTO id_allocations (kind, number) VALUES (?, ?)", (kind, last + 1))
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        with self.batch(), self.connect() as con:
+            (last,) = con.execute(
+                "SELECT coalesce(max(number), 0) FROM id_allocations WHERE kind = ?", (kind,)
+            ).fetchone()
+            con.execute("INSERT INTO id_allocations (kind, number) VALUES (?, ?)", (kind, last + 1))
         return f"{kind}-{last + 1:04d}"
 
     # -- batches ----------------------------------------------------------

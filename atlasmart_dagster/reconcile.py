@@ -85,13 +85,14 @@ def fingerprints_of(
     partitions: Sequence[str],
     snapshot_id: int | None = None,
 ) -> dict[str, str]:
-    """Canonical SHA-256 of each partition's rows at a snapshot."""
+    """Canonical SHA-256 of each partition's rows at a snapshot (one read for all partitions)."""
+    from .fingerprint import fingerprints_by_partition
+
     con = duckdb_connection()
     try:
-        out = {}
-        for partition in partitions:
-            view = warehouse.register(con, spec, [partition], snapshot_id, name="fp_rows")
-            out[partition] = fingerprint_relation(con, view, spec.grain)
-        return out
+        view = warehouse.register(con, spec, partitions, snapshot_id, name="fp_rows")
+        found = fingerprints_by_partition(con, view, spec.partition_column, spec.grain)
+        empty = fingerprint_relation(con, f"(SELECT * FROM {view} WHERE false)", spec.grain)
+        return {p: found.get(p, empty) for p in partitions}
     finally:
         con.close()

@@ -7,6 +7,8 @@ jobs, the same lane tags, and the same certification gate after the run.
 
 from __future__ import annotations
 
+import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -93,6 +95,7 @@ def run_chain(
     certify: bool = True,
     asset_selection: Sequence[dg.AssetKey] | None = None,
     log_level: str | None = None,
+    progress=None,
 ) -> RunOutcome:
     """One run of the daily chain over ``partitions`` (a single day or a contiguous range).
 
@@ -106,19 +109,27 @@ def run_chain(
     if asset_selection is not None:
         job = subset_job(defs, job, asset_selection)
     run_tags = {LANE_TAG: lane, **(tags or {})}
-    if len(partitions) == 1:
-        result = job.execute_in_process(
-            run_config=console_config(log_level),
-            instance=instance,
-            partition_key=partitions[0],
-            tags=run_tags,
-            raise_on_error=False,
-        )
-    else:
-        run_tags.update(range_tags(partitions[0], partitions[-1]))
-        result = job.execute_in_process(
-            run_config=console_config(log_level), instance=instance, tags=run_tags, raise_on_error=False
-        )
+    run_id = str(uuid.uuid4())
+    watcher = LedgerProgress(platform, run_id, progress) if progress is not None else None
+    try:
+        if len(partitions) == 1:
+            result = job.execute_in_process(
+                run_config=console_config(log_level),
+                instance=instance,
+                partition_key=partitions[0],
+                tags=run_tags,
+                raise_on_error=False,
+                run_id=run_id,
+            )
+        else:
+            run_tags.update(range_tags(partitions[0], partitions[-1]))
+            result = job.execute_in_process(
+                run_config=console_config(log_level), instance=instance, tags=run_tags, raise_on_error=False,
+                run_id=run_id,
+            )
+    finally:
+        if watcher is not None:
+            watcher.stop()
     outcome = RunOutcome(
         run_id=result.run_id,
         partitions=list(partitions),
@@ -130,6 +141,37 @@ def run_chain(
     if certify:
         outcome.decisions = certify_run(platform, result.run_id, result.success, actor="atlasmart", instance=instance)
     return outcome
+
+
+class LedgerProgress:
+    """Reports a running run's progress from what its steps record in the ledger (a background thread)."""
+
+    def __init__(self, platform: Platform, run_id: str, progress, interval: float = 0.5):
+        self.platform, self.run_id, self.progress = platform, run_id, progress
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _snapshot(self) -> tuple[str, int, int]:
+        built = self.platform.ledger.events(run_id=self.run_id, states=("BUILT",))
+        if not built:
+            return "starting", 0, 0
+        rows = sum(e.detail.get("rows", 0) for e in built if e.asset == "raw_order_lines")
+        latest = built[-1].asset
+        return latest, len({e.partition for e in built if e.asset == latest}), rows
+
+    def _loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            asset, partitions, rows = self._snapshot()
+            self.progress.label = f"backfill [{asset}]"
+            self.progress.update(partitions, rows)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        asset, partitions, rows = self._snapshot()
+        self.progress.label = f"backfill [{asset}]"
+        self.progress.done(rows)
 
 
 def run_reference(defs: dg.Definitions, instance: dg.DagsterInstance, log_level: str | None = None) -> bool:

@@ -9,7 +9,7 @@ from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
 from ..tables import AGG_DAILY_SALES, FACT_SALES
-from ..transforms.aggregates import build_agg_daily_sales
+from ..transforms.aggregates import agg_daily_sales_sql
 from ..warehouse import duckdb_connection, plan_chunks
 from .step import Step
 
@@ -39,16 +39,17 @@ def agg_daily_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     for chunk in plan_chunks(counts, step.platform.chunk_rows):
         step.warehouse.register(con, FACT_SALES, chunk)
         maybe_inject_transient(context, "agg_daily_sales")
-        snapshot_id = step.warehouse.overwrite(
-            AGG_DAILY_SALES, build_agg_daily_sales(con, chunk), chunk, step.snapshot_properties()
+        snapshot_id = step.warehouse.overwrite_sql(
+            AGG_DAILY_SALES, con, agg_daily_sales_sql(chunk), chunk, step.snapshot_properties()
         )
         published = step.warehouse.register(con, AGG_DAILY_SALES, chunk, snapshot_id, name="published_agg")
         observed = controls_by_date(con, AGG_CONTROLS_SQL, published)
-        for partition in chunk:
-            got = observed.get(partition, ControlTuple())
-            step.record_built(partition, snapshot_id, controls=got)
-            per_partition[partition] = {"controls": str(got), "snapshot_id": str(snapshot_id)}
-            step.log_partition(partition, "ok", controls=got.to_json())
+        with step.ledger.batch():
+            for partition in chunk:
+                got = observed.get(partition, ControlTuple())
+                step.record_built(partition, snapshot_id, controls=got)
+                per_partition[partition] = {"controls": str(got), "snapshot_id": str(snapshot_id)}
+                step.log_partition(partition, "ok", controls=got.to_json())
     con.close()
     step.add_partition_metadata(per_partition)
     return dg.MaterializeResult()

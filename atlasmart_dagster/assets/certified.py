@@ -12,7 +12,7 @@ from typing import Sequence
 
 from ..clock import RUN_FINISHED
 from ..controls import AGG_CONTROLS_SQL, controls_by_date
-from ..fingerprint import fingerprint_relation
+from ..fingerprint import fingerprints_by_partition
 from ..tables import METRIC_GROSS_REVENUE, TableSpec
 from .step import Step
 
@@ -30,9 +30,22 @@ def record_certification_candidates(
         controls = controls_by_date(con, AGG_CONTROLS_SQL, published)
         revenue = {p: format(c.revenue_usd, "f") for p, c in controls.items()}
     per_partition = {}
+    with step.ledger.batch():
+        _record(step, con, spec, partitions, snapshot_id, published, controls, revenue, per_partition)
+    # Certified assets are the last steps of a load: their end is the run's end
+    # for the duration SLO (the latest stamp of a run wins).
+    finished = step.now(RUN_FINISHED)
+    with step.ledger.batch():
+        for partition in partitions:
+            step.ledger.record_phase(step.run_id, partition, RUN_FINISHED, finished, step.lane)
+    step.add_partition_metadata(per_partition)
+    return per_partition
+
+
+def _record(step, con, spec, partitions, snapshot_id, published, controls, revenue, per_partition) -> None:
+    fingerprints = fingerprints_by_partition(con, published, spec.partition_column, spec.grain)
     for partition in partitions:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW fp_partition AS SELECT * FROM {published} WHERE sales_date = DATE '{partition}'")
-        fingerprint = fingerprint_relation(con, "fp_partition", spec.grain)
+        fingerprint = fingerprints[partition]
         step.record_built(
             partition,
             snapshot_id,
@@ -46,10 +59,3 @@ def record_certification_candidates(
             "revenue_usd": revenue.get(partition, "0.00"),
         }
         step.log_partition(partition, "built", fingerprint=fingerprint, revenue_usd=revenue.get(partition, "0.00"))
-    # Certified assets are the last steps of a load: their end is the run's end
-    # for the duration SLO (the latest stamp of a run wins).
-    finished = step.now(RUN_FINISHED)
-    for partition in partitions:
-        step.ledger.record_phase(step.run_id, partition, RUN_FINISHED, finished, step.lane)
-    step.add_partition_metadata(per_partition)
-    return per_partition

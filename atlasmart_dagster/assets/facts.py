@@ -11,7 +11,7 @@ from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
 from ..tables import FACT_SALES, STG_ORDER_LINES
-from ..transforms.facts import build_fact_sales
+from ..transforms.facts import fact_sales_sql
 from ..warehouse import duckdb_connection, plan_chunks
 from .step import CheckOutcome, Step
 
@@ -54,12 +54,19 @@ def fact_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) 
     for chunk in plan_chunks(counts, step.platform.chunk_rows):
         step.warehouse.register(con, STG_ORDER_LINES, chunk)
         maybe_inject_transient(context, "fact_sales")
-        facts = build_fact_sales(con)
-        snapshot_id = step.warehouse.overwrite(FACT_SALES, facts, chunk, step.snapshot_properties())
+        snapshot_id = step.warehouse.overwrite_sql(FACT_SALES, con, fact_sales_sql(), chunk, step.snapshot_properties())
 
         # Reconcile what was *published* (read back at the new snapshot) with staging.
         published = step.warehouse.register(con, FACT_SALES, chunk, snapshot_id, name="published_fact")
-        observed = controls_by_date(con, FACT_CONTROLS_SQL, published)
+        # one scan of the published rows for the controls, the grain and the money rules
+        observed, dups, negative = {}, {}, {}
+        for day, *controls, dup, neg in con.sql(
+            f"SELECT sales_date::VARCHAR, count(*), count(DISTINCT order_id), coalesce(sum(quantity), 0), "
+            f"coalesce(sum(revenue_usd), 0), coalesce(sum(cost_usd), 0), coalesce(sum(gross_profit_usd), 0), "
+            f"count(*) - count(DISTINCT (order_id, line_no)), count(*) FILTER (WHERE revenue_usd < 0 OR cost_usd < 0) "
+            f"FROM {published} GROUP BY 1"
+        ).fetchall():
+            observed[day], dups[day], negative[day] = ControlTuple(*controls), dup, neg
         expected = controls_by_date(
             con,
             FACT_CONTROLS_SQL,
@@ -67,21 +74,15 @@ def fact_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) 
             f"line_amount_usd - line_cost_usd AS gross_profit_usd FROM stg_order_lines "
             f"WHERE is_current AND status = '{PAID_STATUS}')",
         )
-        dups = dict(con.sql(
-            f"SELECT sales_date::VARCHAR, count(*) - count(DISTINCT (order_id, line_no)) FROM {published} GROUP BY 1"
-        ).fetchall())
-        negative = dict(con.sql(
-            f"SELECT sales_date::VARCHAR, count(*) FILTER (WHERE revenue_usd < 0 OR cost_usd < 0) "
-            f"FROM {published} GROUP BY 1"
-        ).fetchall())
-        for partition in chunk:
-            got, want = observed.get(partition, ControlTuple()), expected.get(partition, ControlTuple())
-            grain.add(partition, dups.get(partition, 0) == 0, {"duplicate_keys": dups.get(partition, 0)}, {"duplicate_keys": 0})
-            money.add(partition, negative.get(partition, 0) == 0, {"negative_rows": negative.get(partition, 0)}, {"negative_rows": 0})
-            matches.add(partition, got == want, got.to_json(), want.to_json())
-            step.record_built(partition, snapshot_id, controls=got)
-            per_partition[partition] = {"controls": str(got), "paid_lines": got.paid_lines, "snapshot_id": str(snapshot_id)}
-            step.log_partition(partition, "ok" if got == want else "mismatch", rows=got.paid_lines, controls=got.to_json())
+        with step.ledger.batch():
+            for partition in chunk:
+                got, want = observed.get(partition, ControlTuple()), expected.get(partition, ControlTuple())
+                grain.add(partition, dups.get(partition, 0) == 0, {"duplicate_keys": dups.get(partition, 0)}, {"duplicate_keys": 0})
+                money.add(partition, negative.get(partition, 0) == 0, {"negative_rows": negative.get(partition, 0)}, {"negative_rows": 0})
+                matches.add(partition, got == want, got.to_json(), want.to_json())
+                step.record_built(partition, snapshot_id, controls=got)
+                per_partition[partition] = {"controls": str(got), "paid_lines": got.paid_lines, "snapshot_id": str(snapshot_id)}
+                step.log_partition(partition, "ok" if got == want else "mismatch", rows=got.paid_lines, controls=got.to_json())
     con.close()
     step.add_partition_metadata(per_partition)
     return dg.MaterializeResult(check_results=step.record_checks([grain, money, matches]))

@@ -10,7 +10,7 @@ from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
 from ..tables import AGG_DAILY_SALES, MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES, METRIC_GROSS_REVENUE, TableSpec
-from ..transforms.marts import build_executive_mart, build_finance_mart
+from ..transforms.marts import executive_mart_sql, finance_mart_sql
 from ..warehouse import duckdb_connection, plan_chunks
 from .certified import record_certification_candidates
 from .step import Step
@@ -30,7 +30,7 @@ def _build_mart(context, atlasmart: AtlasmartResource, spec: TableSpec, build) -
         step.warehouse.register(con, AGG_DAILY_SALES, chunk)
         step.warehouse.register(con, METRIC_GROSS_REVENUE, chunk)
         maybe_inject_transient(context, spec.name)
-        snapshot_id = step.warehouse.overwrite(spec, build(con), chunk, step.snapshot_properties())
+        snapshot_id = step.warehouse.overwrite_sql(spec, con, build(), chunk, step.snapshot_properties())
         record_certification_candidates(step, con, spec, chunk, snapshot_id)
     con.close()
     return dg.MaterializeResult()
@@ -57,7 +57,7 @@ def mart_finance_daily_sales(context: dg.AssetExecutionContext, atlasmart: Atlas
     snapshot per partition (``atlasmart status``; never-certified days read as
     absent, not as zeros).
     """
-    return _build_mart(context, atlasmart, MART_FINANCE_DAILY_SALES, build_finance_mart)
+    return _build_mart(context, atlasmart, MART_FINANCE_DAILY_SALES, finance_mart_sql)
 
 
 @dg.asset(owners=["team:executive-reporting"], metadata=lineage_metadata("mart_executive_revenue"), **_MART_ASSET)
@@ -68,4 +68,4 @@ def mart_executive_revenue(context: dg.AssetExecutionContext, atlasmart: Atlasma
     Grain: sales_date. revenue_<channel>_usd columns split the governed metric
     by channel and add up to revenue_usd. Read through certified snapshots only.
     """
-    return _build_mart(context, atlasmart, MART_EXECUTIVE_REVENUE, build_executive_mart)
+    return _build_mart(context, atlasmart, MART_EXECUTIVE_REVENUE, executive_mart_sql)

@@ -2,14 +2,13 @@
 
 
 import dagster as dg
-import pyarrow as pa
 
 from ..checks.names import MANIFEST_ROWS_MATCH, SOURCE_CONTRACT_CONFORMS
 from ..clock import RUN_STARTED
 from ..errors import SourceNotReady
 from ..lanes import guard_backfill_scope
 from ..lineage import lineage_metadata
-from ..landing import file_format, read_batch
+from ..landing import batch_sql, field_types, file_format
 from ..ledger import BLOCKED_UPSTREAM
 from ..partitions import daily_partitions
 from ..readiness import PartitionSource, prepare_partition
@@ -21,21 +20,23 @@ from .step import CheckOutcome, Step
 
 
 
-def read_partition_rows(step: Step, source: PartitionSource, con) -> pa.Table:
-    """All rows of a day's committed batches, in delivery order."""
-    tables = [
-        read_batch(
-            con,
-            batch.stored.data_path,
-            file_format(batch.stored.data_file),
-            batch.fields,
-            batch.contract,
-            source.partition,
-            batch.manifest.batch_id,
+def partition_rows_sql(source: PartitionSource, con) -> str:
+    """SQL for all rows of a day's committed batches (the writer orders them by batch and row)."""
+    parts = []
+    for batch in source.batches:
+        fmt = file_format(batch.stored.data_file)
+        parts.append(
+            batch_sql(
+                batch.stored.data_path,
+                fmt,
+                batch.fields,
+                batch.contract,
+                source.partition,
+                batch.manifest.batch_id,
+                types=field_types(con, batch.stored.data_path, fmt),
+            )
         )
-        for batch in source.batches
-    ]
-    return pa.concat_tables([RAW_ORDER_LINES.conform(t) for t in tables])
+    return " UNION ALL ".join(parts)
 
 
 def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
@@ -115,16 +116,18 @@ def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     step = Step(context, atlasmart, "raw_order_lines")
     guard_backfill_scope(step.tags, step.partitions, step.now())
     started = step.now(RUN_STARTED)
-    for partition in step.partitions:
-        step.ledger.record_phase(step.run_id, partition, RUN_STARTED, started, step.lane)
+    with step.ledger.batch():
+        for partition in step.partitions:
+            step.ledger.record_phase(step.run_id, partition, RUN_STARTED, started, step.lane)
 
     con = duckdb_connection()
     sources = prepare_sources(step, con)
-    for source in sources.values():
-        for batch in source.batches:
-            step.ledger.record_batch(
-                batch.manifest.to_json(), batch.contract.version, batch.fields, started, step.run_id
-            )
+    with step.ledger.batch():
+        for source in sources.values():
+            for batch in source.batches:
+                step.ledger.record_batch(
+                    batch.manifest.to_json(), batch.contract.version, batch.fields, started, step.run_id
+                )
 
     rows_check = CheckOutcome(
         "raw_order_lines", MANIFEST_ROWS_MATCH, True, "published rows = sum of manifest expected_rows"
@@ -135,49 +138,55 @@ def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     per_partition: dict[str, dict] = {}
     expected = {p: s.expected_rows for p, s in sources.items()}
     for chunk in plan_chunks(expected, step.platform.chunk_rows):
-        data = pa.concat_tables([read_partition_rows(step, sources[p], con) for p in chunk])
-        snapshot_id = step.warehouse.overwrite(RAW_ORDER_LINES, data, chunk, step.snapshot_properties())
+        rows = " UNION ALL ".join(f"({partition_rows_sql(sources[p], con)})" for p in chunk)
+        snapshot_id = step.warehouse.overwrite_sql(RAW_ORDER_LINES, con, rows, chunk, step.snapshot_properties())
         published = step.warehouse.partition_row_counts(RAW_ORDER_LINES, chunk, snapshot_id)
-        for partition in chunk:
-            source = sources[partition]
-            rows_check.add(partition, published[partition] == source.expected_rows, published[partition], source.expected_rows)
-            layouts = {
-                b.manifest.batch_id: {
-                    "contract": b.contract.version,
-                    "missing": list(b.conformance.missing),
-                    "unexpected": list(b.conformance.unexpected),
-                }
-                for b in source.batches
-            }
-            conforms = all(b.conformance.conforms for b in source.batches)
-            contract_check.add(
-                partition,
-                conforms,
-                layouts,
-                {b.manifest.batch_id: list(b.contract.source_fields) for b in source.batches if not b.conformance.conforms},
-            )
-            batch_ids = [b.manifest.batch_id for b in source.batches]
-            step.record_built(
-                partition,
-                snapshot_id,
-                detail={"batch_ids": batch_ids, "rows": published[partition], "new_batches": source.new_batch_ids},
-            )
-            per_partition[partition] = {
-                "rows": published[partition],
-                "batch_ids": ", ".join(batch_ids),
-                "replayed_from_raw_store": source.replayed_from_raw_store,
-                "snapshot_id": str(snapshot_id),
-            }
-            step.log_partition(
-                partition,
-                "ok" if conforms else "contract_violation",
-                batch_ids=batch_ids,
-                rows=published[partition],
-                replayed_from_raw_store=source.replayed_from_raw_store,
-            )
+        with step.ledger.batch():
+            record_chunk(step, chunk, sources, published, snapshot_id, rows_check, contract_check, per_partition)
     con.close()
     step.add_partition_metadata(per_partition)
     return dg.MaterializeResult(
         metadata={"partitions": len(step.partitions), "rows": sum(m["rows"] for m in per_partition.values())},
         check_results=step.record_checks([rows_check, contract_check]),
     )
+
+
+def record_chunk(step, chunk, sources, published, snapshot_id, rows_check, contract_check, per_partition) -> None:
+    """Checks, ledger records and log lines for one written chunk of days."""
+    for partition in chunk:
+        source = sources[partition]
+        rows_check.add(partition, published[partition] == source.expected_rows, published[partition], source.expected_rows)
+        layouts = {
+            b.manifest.batch_id: {
+                "contract": b.contract.version,
+                "missing": list(b.conformance.missing),
+                "unexpected": list(b.conformance.unexpected),
+            }
+            for b in source.batches
+        }
+        conforms = all(b.conformance.conforms for b in source.batches)
+        contract_check.add(
+            partition,
+            conforms,
+            layouts,
+            {b.manifest.batch_id: list(b.contract.source_fields) for b in source.batches if not b.conformance.conforms},
+        )
+        batch_ids = [b.manifest.batch_id for b in source.batches]
+        step.record_built(
+            partition,
+            snapshot_id,
+            detail={"batch_ids": batch_ids, "rows": published[partition], "new_batches": source.new_batch_ids},
+        )
+        per_partition[partition] = {
+            "rows": published[partition],
+            "batch_ids": ", ".join(batch_ids),
+            "replayed_from_raw_store": source.replayed_from_raw_store,
+            "snapshot_id": str(snapshot_id),
+        }
+        step.log_partition(
+            partition,
+            "ok" if conforms else "contract_violation",
+            batch_ids=batch_ids,
+            rows=published[partition],
+            replayed_from_raw_store=source.replayed_from_raw_store,
+        )

@@ -9,7 +9,7 @@ from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
 from ..tables import FACT_SALES, METRIC_GROSS_REVENUE
-from ..transforms.semantic import build_metric
+from ..transforms.semantic import metric_sql
 from ..warehouse import duckdb_connection, plan_chunks
 from .certified import record_certification_candidates
 from .step import Step
@@ -46,8 +46,8 @@ def metric_gross_revenue(context: dg.AssetExecutionContext, atlasmart: Atlasmart
     for chunk in plan_chunks(counts, step.platform.chunk_rows):
         step.warehouse.register(con, FACT_SALES, chunk)
         maybe_inject_transient(context, "metric_gross_revenue")
-        snapshot_id = step.warehouse.overwrite(
-            METRIC_GROSS_REVENUE, build_metric(con, chunk), chunk, step.snapshot_properties()
+        snapshot_id = step.warehouse.overwrite_sql(
+            METRIC_GROSS_REVENUE, con, metric_sql(chunk), chunk, step.snapshot_properties()
         )
         record_certification_candidates(step, con, METRIC_GROSS_REVENUE, chunk, snapshot_id)
     con.close()

@@ -16,9 +16,9 @@ from .step import CheckOutcome, Step
 
 
 def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | None]:
-    """Sum of expected_rows over the batches present in each raw partition (None: unknown batch)."""
+    """Sum of expected_rows over the batches present in each judged raw partition (None: unknown batch)."""
     present = con.sql(
-        "SELECT partition_date::VARCHAR, list(DISTINCT batch_id ORDER BY batch_id) FROM raw_order_lines GROUP BY 1"
+        "SELECT partition_date::VARCHAR, list(DISTINCT batch_id ORDER BY batch_id) FROM gated GROUP BY 1"
     ).fetchall()
     known = {b["batch_id"]: b["expected_rows"] for p in partitions for b in step.ledger.batches(p)}
     out: dict[str, int | None] = {p: 0 for p in partitions}
@@ -84,46 +84,48 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     for chunk in plan_chunks(counts, step.platform.chunk_rows):
         step.warehouse.register(con, RAW_ORDER_LINES, chunk)
         staged, quarantined = run_gate(con)
-        stg_snapshot = step.warehouse.overwrite(STG_ORDER_LINES, staged, chunk, step.snapshot_properties())
-        q_snapshot = step.warehouse.overwrite(QUARANTINE_ORDER_LINES, quarantined, chunk, step.snapshot_properties())
+        stg_snapshot = step.warehouse.overwrite_sql(STG_ORDER_LINES, con, staged, chunk, step.snapshot_properties())
+        q_snapshot = step.warehouse.overwrite_sql(
+            QUARANTINE_ORDER_LINES, con, quarantined, chunk, step.snapshot_properties()
+        )
         expected = manifest_rows(step, con, chunk)
         accepted = step.warehouse.partition_row_counts(STG_ORDER_LINES, chunk, stg_snapshot)
         refused = step.warehouse.partition_row_counts(QUARANTINE_ORDER_LINES, chunk, q_snapshot)
-        con.register("quarantined_chunk", quarantined)
         reasons: dict[str, dict[str, int]] = {p: {} for p in chunk}
         for day, reason, n in con.sql(
-            "SELECT sales_date::VARCHAR, reason, count(*) FROM quarantined_chunk GROUP BY ALL ORDER BY ALL"
+            "SELECT partition_date::VARCHAR, reason, count(*) FROM gated WHERE reason IS NOT NULL GROUP BY ALL ORDER BY ALL"
         ).fetchall():
             reasons[day][reason] = n
-        for partition in chunk:
-            raw_rows = counts[partition]
-            observed = {
-                "manifest_rows": expected[partition],
-                "raw_rows": raw_rows,
-                "accepted": accepted[partition],
-                "quarantined": refused[partition],
-            }
-            ok = expected[partition] == raw_rows == accepted[partition] + refused[partition]
-            reconcile.add(partition, ok, observed, {"staged": expected[partition], "rule": "accepted + quarantined"})
-            step.record_built(partition, stg_snapshot, detail=observed)
-            step.ledger.append_event(
-                "quarantine_order_lines",
-                partition,
-                "BUILT",
-                step.now(),
-                actor=f"run:{step.run_id}",
-                snapshot_id=q_snapshot,
-                run_id=step.run_id,
-                lane=step.lane,
-                detail={"reasons": reasons[partition]},
-            )
-            staged_meta[partition] = {
-                "staged": raw_rows,
-                "accepted": accepted[partition],
-                "quarantined": refused[partition],
-            }
-            quarantine_meta[partition] = {"quarantined": refused[partition], "reasons": dg.MetadataValue.json(reasons[partition])}
-            step.log_partition(partition, "ok" if ok else "mismatch", **observed, reasons=reasons[partition])
+        with step.ledger.batch():
+            for partition in chunk:
+                raw_rows = counts[partition]
+                observed = {
+                    "manifest_rows": expected[partition],
+                    "raw_rows": raw_rows,
+                    "accepted": accepted[partition],
+                    "quarantined": refused[partition],
+                }
+                ok = expected[partition] == raw_rows == accepted[partition] + refused[partition]
+                reconcile.add(partition, ok, observed, {"staged": expected[partition], "rule": "accepted + quarantined"})
+                step.record_built(partition, stg_snapshot, detail=observed)
+                step.ledger.append_event(
+                    "quarantine_order_lines",
+                    partition,
+                    "BUILT",
+                    step.now(),
+                    actor=f"run:{step.run_id}",
+                    snapshot_id=q_snapshot,
+                    run_id=step.run_id,
+                    lane=step.lane,
+                    detail={"reasons": reasons[partition]},
+                )
+                staged_meta[partition] = {
+                    "staged": raw_rows,
+                    "accepted": accepted[partition],
+                    "quarantined": refused[partition],
+                }
+                quarantine_meta[partition] = {"quarantined": refused[partition], "reasons": dg.MetadataValue.json(reasons[partition])}
+                step.log_partition(partition, "ok" if ok else "mismatch", **observed, reasons=reasons[partition])
     con.close()
     step.add_partition_metadata(staged_meta, asset_key="stg_order_lines")
     step.add_partition_metadata(quarantine_meta, asset_key="quarantine_order_lines")

@@ -161,6 +161,13 @@ class Step:
         """Write each partition's result to the ledger and return Dagster check results."""
         results = []
         at = self.now()
+        with self.ledger.batch():
+            self._record_check_rows(outcomes, at)
+        for outcome in outcomes:
+            results.append(outcome.to_result())
+        return results
+
+    def _record_check_rows(self, outcomes, at) -> None:
         for outcome in outcomes:
             for r in outcome.results:
                 self.ledger.record_check(
@@ -174,8 +181,6 @@ class Step:
                     observed=r.observed,
                     expected=r.expected,
                 )
-            results.append(outcome.to_result())
-        return results
 
     def add_partition_metadata(self, per_partition: dict[str, dict[str, Any]], asset_key: str | None = None) -> None:
         """Per-partition materialization metadata (each partition's event gets its own figures)."""

@@ -18,10 +18,10 @@ import argparse
 import signal
 import sys
 
-from . import access, drills, incidents, inspecting, loading, observability, operations, recovery
+from . import access, bench, drills, incidents, inspecting, loading, observability, operations, recovery
 from .context import CliContext
 
-COMMAND_MODULES = [loading, inspecting, operations, incidents, recovery, access, observability, drills]
+COMMAND_MODULES = [loading, inspecting, operations, incidents, recovery, access, observability, drills, bench]
 
 
 def cmd_dagster_home(args: argparse.Namespace, ctx: CliContext) -> int:

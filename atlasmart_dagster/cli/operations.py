@@ -38,8 +38,12 @@ def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
             scope = f"from {request.start_at} down" if request.start_at else "whole chain"
             print(f"backfill {request.start}..{request.end} ({len(request.partitions)} days, {scope}) "
                   f"in the backfill lane for {request.operator}: {request.reason}", flush=True)
+        from ..bench.progress import Progress
+
+        progress = Progress("backfill", len(request.partitions), enabled=None if not ctx.as_json else False)
         outcome = run_backfill(
-            ctx.defs, ctx.instance, ctx.platform, request, wait_seconds=args.wait, log_level=ctx.log_level
+            ctx.defs, ctx.instance, ctx.platform, request, wait_seconds=args.wait, log_level=ctx.log_level,
+            progress=progress,
         )
     except LaneViolation as exc:
         raise SystemExit(str(exc)) from None

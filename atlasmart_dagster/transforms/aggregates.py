@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import duckdb
-import pyarrow as pa
-
 from ..controls import FACT_CONTROLS_SQL
 
 
@@ -20,12 +17,9 @@ def days_relation(partitions: Sequence[str]) -> str:
     return f"(SELECT * FROM (VALUES {values}) AS d(sales_date))"
 
 
-def build_agg_daily_sales(
-    con: duckdb.DuckDBPyConnection, partitions: Sequence[str], fact: str = "fact_sales"
-) -> pa.Table:
+def agg_daily_sales_sql(partitions: Sequence[str], fact: str = "fact_sales") -> str:
     controls = FACT_CONTROLS_SQL.format(source=fact)
-    return con.sql(
-        f"""
+    return f"""
         SELECT d.sales_date,
                coalesce(c.paid_lines, 0)::BIGINT AS paid_lines,
                coalesce(c.orders, 0)::BIGINT AS orders,
@@ -35,6 +29,4 @@ def build_agg_daily_sales(
                coalesce(c.gross_profit_usd, 0)::DECIMAL(18,2) AS gross_profit_usd
         FROM {days_relation(partitions)} d
         LEFT JOIN ({controls}) c USING (sales_date)
-        ORDER BY d.sales_date
         """
-    ).to_arrow_table()

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import duckdb
-import pyarrow as pa
-
 from ..contracts import PAID_STATUS
 
 
-def build_fact_sales(con: duckdb.DuckDBPyConnection, staged: str = "stg_order_lines") -> pa.Table:
-    return con.sql(
-        f"""
+def fact_sales_sql(staged: str = "stg_order_lines") -> str:
+    return f"""
         SELECT sales_date, order_id, line_no, event_ts, customer_id, product_id, channel, quantity,
                line_amount_usd AS revenue_usd,
                line_cost_usd AS cost_usd,
@@ -18,6 +14,4 @@ def build_fact_sales(con: duckdb.DuckDBPyConnection, staged: str = "stg_order_li
                batch_id, source_seq
         FROM {staged}
         WHERE is_current AND status = '{PAID_STATUS}'
-        ORDER BY sales_date, order_id, line_no
         """
-    ).to_arrow_table()

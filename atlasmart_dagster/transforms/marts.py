@@ -7,9 +7,6 @@ two agree before anything is certified.
 
 from __future__ import annotations
 
-import duckdb
-import pyarrow as pa
-
 from ..contracts import CHANNELS
 from ..metrics import GROSS_REVENUE
 
@@ -27,27 +24,19 @@ def _governed_revenue(metric: str) -> str:
     )
 
 
-def build_finance_mart(
-    con: duckdb.DuckDBPyConnection, agg: str = "agg_daily_sales", metric: str = "metric_gross_revenue"
-) -> pa.Table:
-    return con.sql(
-        f"""
+def finance_mart_sql(agg: str = "agg_daily_sales", metric: str = "metric_gross_revenue") -> str:
+    return f"""
         SELECT a.sales_date, a.paid_lines, a.orders, a.units,
                r.revenue_usd, a.cost_usd, a.gross_profit_usd,
                ({_MARGIN})::DECIMAL(9,2) AS gross_margin_pct,
                r.metric_version
         FROM {agg} a JOIN ({_governed_revenue(metric)}) r USING (sales_date)
-        ORDER BY a.sales_date
         """
-    ).to_arrow_table()
 
 
-def build_executive_mart(
-    con: duckdb.DuckDBPyConnection, agg: str = "agg_daily_sales", metric: str = "metric_gross_revenue"
-) -> pa.Table:
+def executive_mart_sql(agg: str = "agg_daily_sales", metric: str = "metric_gross_revenue") -> str:
     splits = ", ".join(f"r.revenue_{c}_usd" for c in CHANNELS)
-    return con.sql(
-        f"""
+    return f"""
         SELECT a.sales_date, r.revenue_usd, {splits},
                a.gross_profit_usd,
                ({_MARGIN})::DECIMAL(9,2) AS gross_margin_pct,
@@ -57,6 +46,4 @@ def build_executive_mart(
                a.paid_lines, a.units, a.cost_usd,
                r.metric_version
         FROM {agg} a JOIN ({_governed_revenue(metric)}) r USING (sales_date)
-        ORDER BY a.sales_date
         """
-    ).to_arrow_table()

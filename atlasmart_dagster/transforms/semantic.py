@@ -8,23 +8,18 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import duckdb
-import pyarrow as pa
-
 from ..contracts import CHANNELS
 from ..metrics import GROSS_REVENUE, MetricDefinition
 from .aggregates import days_relation
 
 
-def build_metric(
-    con: duckdb.DuckDBPyConnection,
+def metric_sql(
     partitions: Sequence[str],
     fact: str = "fact_sales",
     definition: MetricDefinition = GROSS_REVENUE,
-) -> pa.Table:
+) -> str:
     channels = ", ".join(f"('{c}')" for c in CHANNELS)
-    return con.sql(
-        f"""
+    return f"""
         SELECT d.sales_date, ch.channel,
                '{definition.name}' AS metric_name,
                '{definition.version}' AS metric_version,
@@ -32,6 +27,4 @@ def build_metric(
         FROM {days_relation(partitions)} d
         CROSS JOIN (VALUES {channels}) AS ch(channel)
         LEFT JOIN ({definition.compile_sql(fact)}) m USING (sales_date, channel)
-        ORDER BY d.sales_date, ch.channel
         """
-    ).to_arrow_table()

@@ -75,52 +75,64 @@ WITH judged AS (
     FROM {raw}
 ),
 versions AS (
+    -- One window pass over every row: invalid rows carry no content, and
+    -- IGNORE NULLS makes each valid row see the previous *valid* version.
     SELECT *,
-        lag(source_seq) OVER key_order AS previous_seq,
-        lag(struct_pack({_CONTENT})) OVER key_order AS previous_content,
-        struct_pack({_CONTENT}) AS content
+        lag(CASE WHEN rule_reason IS NULL THEN source_seq END IGNORE NULLS) OVER key_order AS previous_seq,
+        lag(CASE WHEN rule_reason IS NULL THEN struct_pack({_CONTENT}) END IGNORE NULLS) OVER key_order
+            AS previous_content,
+        count(*) OVER (key_order ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS key_rows
     FROM judged
-    WHERE rule_reason IS NULL
     WINDOW key_order AS (PARTITION BY partition_date, order_id, line_no ORDER BY source_seq, batch_id, source_row)
-),
-deduplicated AS (
-    SELECT *,
-        previous_seq IS NOT NULL AND previous_content IS NOT DISTINCT FROM content AS is_duplicate
-    FROM versions
 )
-SELECT j.*,
-    coalesce(j.rule_reason, CASE WHEN d.is_duplicate THEN 'duplicate_key' END) AS reason,
-    coalesce(j.rule_detail, CASE WHEN d.is_duplicate THEN 'exact re-send of source_seq ' || d.previous_seq::VARCHAR END)
-        AS reason_detail
-FROM judged j
-LEFT JOIN deduplicated d USING (batch_id, source_row)
+SELECT * EXCLUDE (previous_seq, previous_content),
+    coalesce(rule_reason, CASE WHEN previous_seq IS NOT NULL
+                               AND previous_content IS NOT DISTINCT FROM struct_pack({_CONTENT})
+                          THEN 'duplicate_key' END) AS reason,
+    coalesce(rule_detail, CASE WHEN previous_seq IS NOT NULL
+                               AND previous_content IS NOT DISTINCT FROM struct_pack({_CONTENT})
+                          THEN 'exact re-send of source_seq ' || previous_seq::VARCHAR END) AS reason_detail
+FROM versions
 """
 
 
-def run_gate(con: duckdb.DuckDBPyConnection, raw: str = "raw_order_lines") -> tuple[pa.Table, pa.Table]:
-    """Return (accepted staging rows, quarantined rows) for the raw rows in ``raw``."""
+# The newest accepted version of a key is current. Most keys have one row
+# (current by definition); only keys with several rows need the window.
+STAGED_SQL = """
+SELECT partition_date AS sales_date, order_id, line_no, source_seq, batch_id, source_row,
+       event_ts, customer_id, product_id, channel, quantity, line_amount_usd, line_cost_usd, status,
+       true AS is_current
+FROM gated
+WHERE reason IS NULL AND key_rows = 1
+UNION ALL
+SELECT partition_date AS sales_date, order_id, line_no, source_seq, batch_id, source_row,
+       event_ts, customer_id, product_id, channel, quantity, line_amount_usd, line_cost_usd, status,
+       row_number() OVER (
+           PARTITION BY partition_date, order_id, line_no
+           ORDER BY source_seq DESC, batch_id DESC, source_row DESC) = 1 AS is_current
+FROM gated
+WHERE reason IS NULL AND key_rows > 1
+"""
+
+QUARANTINED_SQL = """
+SELECT partition_date AS sales_date, batch_id, source_row, source_seq, order_id, line_no,
+       reason, reason_detail, row_sales_date, event_ts, customer_id, product_id, channel, quantity,
+       line_amount_usd, line_cost_usd, status, invalid_values_json
+FROM gated
+WHERE reason IS NOT NULL
+"""
+
+
+def run_gate(con: duckdb.DuckDBPyConnection, raw: str = "raw_order_lines") -> tuple[str, str]:
+    """Judge every raw row into the temp table ``gated``; return (staged SQL, quarantined SQL) over it."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE gated AS {gate_sql(raw)}")
-    staged = con.sql(
-        """
-        SELECT partition_date AS sales_date, order_id, line_no, source_seq, batch_id, source_row,
-               event_ts, customer_id, product_id, channel, quantity, line_amount_usd, line_cost_usd, status,
-               row_number() OVER (
-                   PARTITION BY partition_date, order_id, line_no
-                   ORDER BY source_seq DESC, batch_id DESC, source_row DESC) = 1 AS is_current
-        FROM gated
-        WHERE reason IS NULL
-        ORDER BY sales_date, order_id, line_no, source_seq, batch_id, source_row
-        """
-    ).to_arrow_table()
-    quarantined = con.sql(
-        """
-        SELECT partition_date AS sales_date, batch_id, source_row, source_seq, order_id, line_no,
-               reason, reason_detail, row_sales_date, event_ts, customer_id, product_id, channel, quantity,
-               line_amount_usd, line_cost_usd, status, invalid_values_json
-        FROM gated
-        WHERE reason IS NOT NULL
-        ORDER BY sales_date, batch_id, source_row
-        """
-    ).to_arrow_table()
-    con.execute("DROP TABLE gated")
-    return staged, quarantined
+    return STAGED_SQL, QUARANTINED_SQL
+
+
+def gate_tables(con: duckdb.DuckDBPyConnection, raw: str = "raw_order_lines") -> tuple[pa.Table, pa.Table]:
+    """(accepted staging rows, quarantined rows) as Arrow, in canonical order (for tests and tools)."""
+    staged, quarantined = run_gate(con, raw)
+    return (
+        con.sql(staged + " ORDER BY sales_date, order_id, line_no, source_seq, batch_id, source_row").to_arrow_table(),
+        con.sql(quarantined + " ORDER BY sales_date, batch_id, source_row").to_arrow_table(),
+    )

@@ -6,7 +6,7 @@ import pytest
 
 from atlasmart_dagster.contracts import CANONICAL_NAMES, CONTRACT_V1
 from atlasmart_dagster.landing import present_fields, read_batch
-from atlasmart_dagster.transforms.staging import run_gate
+from atlasmart_dagster.transforms.staging import gate_tables
 from atlasmart_dagster.warehouse import duckdb_connection
 
 DAY = "2026-09-20"
@@ -28,7 +28,7 @@ def gate(tmp_path, rows):
     con = duckdb_connection()
     raw = read_batch(con, path, "jsonl", present_fields(con, path, "jsonl"), CONTRACT_V1, DAY, "B1")
     con.register("raw_order_lines", raw)
-    staged, quarantined = run_gate(con)
+    staged, quarantined = gate_tables(con)
     return staged.to_pylist(), quarantined.to_pylist()
 
 
