@@ -48,3 +48,20 @@ def test_column_names_are_part_of_the_fingerprint():
     t = rows(["O1"], ["1.00"])
     renamed = t.rename_columns(["sales_date", "order_id", "amount_usd", "ts", "note"])
     assert fingerprint_arrow(t, ["order_id"]) != fingerprint_arrow(renamed, ["order_id"])
+
+
+def test_per_partition_fingerprints_equal_one_partition_at_a_time():
+    from atlasmart_dagster.fingerprint import fingerprint_relation, fingerprints_by_partition
+    from atlasmart_dagster.warehouse import duckdb_connection
+
+    con = duckdb_connection()
+    con.execute(
+        "CREATE TEMP TABLE t AS SELECT DATE '2026-09-17' + (i % 5)::INT AS sales_date, 'O' || (i // 5) AS order_id, "
+        "(i * 7 % 100)::DECIMAL(18,2) AS amount FROM range(5000) r(i)"
+    )
+    together = fingerprints_by_partition(con, "t", "sales_date", ("order_id",))
+    one_by_one = {
+        str(day): fingerprint_relation(con, f"(SELECT * FROM t WHERE sales_date = DATE '{day}')", ("order_id",))
+        for (day,) in con.sql("SELECT DISTINCT sales_date FROM t").fetchall()
+    }
+    assert together == one_by_one and len(together) == 5

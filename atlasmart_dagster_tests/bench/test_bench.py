@@ -1,0 +1,60 @@
+"""The generator's answers are right, and the quick benchmark runs end to end."""
+
+import json
+
+import pytest
+
+from atlasmart_dagster.bench.generator import expected_controls, generate, plan_day
+from atlasmart_dagster.cli.main import main
+from atlasmart_dagster.controls import ControlTuple
+from atlasmart_dagster.reconcile import controls_of
+from atlasmart_dagster.resources import AtlasmartResource
+from atlasmart_dagster.runs import run_chain
+from atlasmart_dagster.tables import FACT_SALES, QUARANTINE_ORDER_LINES, STG_ORDER_LINES
+
+
+def test_expected_controls_match_a_brute_force_sum():
+    plan = plan_day("2026-09-20", 12_345)
+    lines = range(plan.clean)
+    amount = [1000 + (37 * j) % 9000 for j in lines]
+    cost = [a * 60 // 100 for a in amount]
+    brute = ControlTuple(plan.clean, len({j // 3 for j in lines}), sum(1 + j % 4 for j in lines),
+                         sum(amount) / 100, sum(cost) / 100, (sum(amount) - sum(cost)) / 100)
+    assert expected_controls(plan) == brute
+
+
+def test_the_pipeline_reproduces_the_generated_answers(tmp_path):
+    import dagster as dg
+
+    from atlasmart_dagster.definitions import build_definitions
+
+    expected = generate(tmp_path / "gen", 2, 2_000)
+    resource = AtlasmartResource(home=str(tmp_path / "home"), landing=str(tmp_path / "gen" / "landing"))
+    days = sorted(expected["days"])
+    outcome = run_chain(build_definitions(resource), dg.DagsterInstance.ephemeral(), resource.platform, days, lane="backfill")
+    assert outcome.success and outcome.certified == days
+    wh = resource.platform.warehouse
+    for day in days:
+        want = expected["days"][day]
+        assert controls_of(wh, FACT_SALES, [day])[day] == ControlTuple.from_mapping(want["controls"])
+        assert wh.partition_row_counts(STG_ORDER_LINES, [day])[day] == want["accepted"]
+        assert wh.partition_row_counts(QUARANTINE_ORDER_LINES, [day])[day] == want["quarantined_total"]
+
+
+def test_generate_command(tmp_path, capsys):
+    assert main(["--json", "generate", "--days", "3", "--rows", "500", "--out", str(tmp_path / "g")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["days"] == 3 and summary["expected"]["rows"] == 500
+    manifests = sorted((tmp_path / "g" / "landing").glob("*/_manifest.json"))
+    assert len(manifests) == 3 and json.loads(manifests[0].read_text())["expected_rows"] == 500
+
+
+@pytest.mark.slow
+def test_quick_benchmark(tmp_path, capsys):
+    code = main(["--home", str(tmp_path / "home"), "bench", "--quick", "--workdir", str(tmp_path / "b"),
+                 "--out", str(tmp_path / "out")])
+    assert code == 0
+    report = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert report["all_correct"] and {r["name"] for r in report["results"]} >= {"day_100k", "range_7x100k"}
+    assert (tmp_path / "out" / "RESULTS.md").read_text().startswith("# AtlasMart benchmark (quick)")
+    assert (tmp_path / "out" / "chart.png").stat().st_size > 1000
