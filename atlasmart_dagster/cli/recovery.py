@@ -81,6 +81,23 @@ def cmd_rollback(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
+def cmd_maintain(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Expire Iceberg snapshots nothing relies on any more (keeps commits fast); optionally delete orphan files."""
+    from ..maintenance import expire_snapshots, remove_orphan_files
+
+    report = {"expired": expire_snapshots(ctx.platform, keep_last=args.keep_last)}
+    if args.remove_orphans:
+        report["orphans_removed"] = remove_orphan_files(ctx.platform)
+    if ctx.as_json:
+        print_json(report)
+    else:
+        for table, figures in report["expired"].items():
+            orphans = report.get("orphans_removed", {}).get(table)
+            print(f"{table:<26} {figures['snapshots']:>4} snapshots, expired {figures['expired']}"
+                  + (f", {orphans} orphan files removed" if orphans is not None else ""))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("backup", help=cmd_backup.__doc__, description=cmd_backup.__doc__)
     p.add_argument("--to", help="folder for backups (default: <home>-backups beside the home)")
@@ -90,6 +107,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_restore)
     p = sub.add_parser("verify", help=cmd_verify.__doc__, description=cmd_verify.__doc__)
     p.set_defaults(handler=cmd_verify)
+    p = sub.add_parser("maintain", help=cmd_maintain.__doc__, description=cmd_maintain.__doc__)
+    p.add_argument("--keep-last", type=int, default=20, help="newest snapshots kept per table besides protected ones")
+    p.add_argument("--remove-orphans", action="store_true", help="delete data files no snapshot references (>1 h old)")
+    p.set_defaults(handler=cmd_maintain)
     p = sub.add_parser("rollback", help=cmd_rollback.__doc__, description=cmd_rollback.__doc__)
     p.add_argument("--asset", required=True)
     p.add_argument("--partition", required=True)
