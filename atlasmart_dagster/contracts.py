@@ -128,6 +128,15 @@ def known_versions() -> tuple[str, ...]:
     return tuple(CONTRACTS)
 
 
+# DESCRIBE spells some types longhand; these are the same types as the contract's.
+_TYPE_ALIASES = {"TIMESTAMP WITH TIME ZONE": "TIMESTAMPTZ", "INT32": "INTEGER", "INT64": "BIGINT", "STRING": "VARCHAR"}
+
+
+def _same_type(described: str, contract_type: str) -> bool:
+    described = described.upper()
+    return _TYPE_ALIASES.get(described, described) == contract_type
+
+
 def _cast(expr: str, spec: FieldSpec) -> str:
     if spec.sql_type.startswith("DECIMAL"):
         # Exact two-place money only: '12.345' must not round silently.
@@ -162,7 +171,7 @@ def typed_projection_sql(
             typed.append(f"CAST(NULL AS {spec.sql_type}) AS {output_names.get(spec.name, spec.name)}")
             continue
         raw = f'"{src}"'
-        if source_types.get(src, "").upper() == spec.sql_type:
+        if _same_type(source_types.get(src, ""), spec.sql_type):
             typed.append(f"{raw} AS {output_names.get(spec.name, spec.name)}")
             continue
         cast = _cast(raw, spec)

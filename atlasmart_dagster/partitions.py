@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
-FIRST_SALES_DATE = "2026-09-17"
+# The product's history starts on 2026-09-17. A deployment that migrates older
+# history (or the benchmark's year-long backfill, which needs 365 past days)
+# sets ATLASMART_FIRST_SALES_DATE before the code location loads.
+FIRST_SALES_DATE = os.environ.get("ATLASMART_FIRST_SALES_DATE", "2026-09-17")
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date=FIRST_SALES_DATE, timezone="UTC")
 

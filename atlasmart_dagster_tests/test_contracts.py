@@ -43,3 +43,16 @@ def test_typed_projection_flags_values_that_fail_to_cast(field, value, error):
     assert errors == error
     if error:
         assert value in invalid
+
+
+def test_typed_parquet_columns_are_taken_as_they_are_even_when_described_longhand(tmp_path):
+    con = duckdb_connection()
+    path = tmp_path / "typed.parquet"
+    con.execute(f"COPY (SELECT TIMESTAMPTZ '2026-09-20 06:40:00+00' AS event_ts, 2::INTEGER AS quantity) TO '{path}'")
+    from atlasmart_dagster.landing import field_types
+
+    types = field_types(con, path, "parquet")
+    assert types["event_ts"].upper() in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ")
+    sql = typed_projection_sql(CONTRACT_V1, f"read_parquet('{path}')", ["event_ts", "quantity"], source_types=types)
+    assert "TRY_CAST(\"event_ts\"" not in sql and "TRY_CAST(\"quantity\"" not in sql
+    assert con.sql(f"SELECT quantity, type_error_fields FROM ({sql})").fetchall() == [(2, None)]

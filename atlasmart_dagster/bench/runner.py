@@ -19,10 +19,12 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 from ..controls import ControlTuple
+from ..partitions import FIRST_SALES_DATE
 from .generator import generate
 from .progress import Progress
 
@@ -113,11 +115,20 @@ def _ours_child(landing: str, home: str, days: list[str], warm_day: str | None, 
     })
 
 
-def _in_child(target, *args) -> dict:
+def _in_child(target, *args, first_day: str = FIRST_SALES_DATE) -> dict:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     process = ctx.Process(target=target, args=(*args, queue))
-    process.start()
+    # the partitions definition is built at import, so the child must inherit the setting at start
+    previous = os.environ.get("ATLASMART_FIRST_SALES_DATE")
+    os.environ["ATLASMART_FIRST_SALES_DATE"] = first_day
+    try:
+        process.start()
+    finally:
+        if previous is None:
+            os.environ.pop("ATLASMART_FIRST_SALES_DATE")
+        else:
+            os.environ["ATLASMART_FIRST_SALES_DATE"] = previous
     result = queue.get(timeout=7200)
     process.join(timeout=60)
     return result
@@ -130,13 +141,20 @@ def _cli_materialize(landing: Path, home: Path, day: str) -> dict:
     from ..dagster_home import packaged_instance_config
 
     (dagster_home / "dagster.yaml").write_text(packaged_instance_config().read_text())
-    env = {**os.environ, "ATLASMART_HOME": str(home), "ATLASMART_LANDING": str(landing), "DAGSTER_HOME": str(dagster_home)}
+    env = {**os.environ, "ATLASMART_HOME": str(home), "ATLASMART_LANDING": str(landing), "DAGSTER_HOME": str(dagster_home),
+           "ATLASMART_FIRST_SALES_DATE": min(day, FIRST_SALES_DATE)}
     command = [str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", "atlasmart_dagster",
                "--select", CHAIN, "--partition", day]
     started = time.perf_counter()
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     return {"seconds": wall, "success": result.returncode == 0, "failures": [result.stderr[-500:]] if result.returncode else []}
+
+
+def _first_day(days: int) -> str:
+    """The product's first day, or earlier when that many past days do not exist yet (a year-long range)."""
+    latest_start = date.today() - timedelta(days=days + 1)
+    return min(FIRST_SALES_DATE, latest_start.isoformat())
 
 
 def _check(expected: dict, controls: dict[str, dict], days: list[str]) -> bool:
@@ -186,7 +204,7 @@ def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: 
         if reuse is None:
             folder = workdir / f"data_{scenario.rows}x{days_needed}"
             gen_progress = Progress(f"generate {scenario.rows:,} x {days_needed}", days_needed, enabled=show_progress)
-            expected = generate(folder, days_needed, scenario.rows,
+            expected = generate(folder, days_needed, scenario.rows, start=_first_day(days_needed),
                                 progress=lambda d, t, r: gen_progress.update(d, r))
             gen_progress.done(days_needed * scenario.rows)
             datasets[key] = reuse = (folder, expected)
@@ -207,7 +225,8 @@ def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: 
             ours = _cli_materialize(folder / "landing", home, days[0])
             ours_ok = ours["success"]
         else:
-            ours = _in_child(_ours_child, str(folder / "landing"), str(home), days, warm, scenario.mode)
+            ours = _in_child(_ours_child, str(folder / "landing"), str(home), days, warm, scenario.mode,
+                             first_day=min(all_days[0], FIRST_SALES_DATE))
             ours_ok = ours["success"] and ours["certified"] == len(days) and _check(expected, ours["controls"], days)
         ratio = ours["seconds"] / reference["seconds"] if reference["seconds"] else None
         results.append({
