@@ -112,7 +112,17 @@ def certification_sensor(context: dg.RunStatusSensorContext, atlasmart: Atlasmar
         )
     if certified:
         context.log.info(f"certified partitions {', '.join(certified)} of run {context.dagster_run.run_id}")
-        return dg.RunRequest(run_key=f"golden-{context.dagster_run.run_id}")
+    return golden_check_request(decisions, context.dagster_run.run_id)
+
+
+def golden_check_request(decisions, run_id: str) -> dg.RunRequest | None:
+    """Golden cross-checks follow newly certified data products only.
+
+    A run of the golden checks certifies dashboards; requesting checks again
+    for that would start a run per run, forever.
+    """
+    if any(d.certified and d.asset in CERTIFIED_ASSETS for d in decisions):
+        return dg.RunRequest(run_key=f"golden-{run_id}")
     return None
 
 

@@ -68,3 +68,31 @@ def test_new_batch_for_a_certified_day_is_restatement_pending_in_the_backfill_la
     assert {e.asset for e in pending} == {"metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue"}
     evaluate(env)  # a second tick does not mark it twice
     assert len(env.ledger.events(partition="2026-09-20", states=(RESTATEMENT_PENDING,))) == 3
+
+
+def _after_run(env, run_id):
+    """Evaluate certification_sensor for a finished run, as the daemon would."""
+    from atlasmart_dagster.automation.sensors import certification_sensor
+
+    run = env.instance.get_run_by_id(run_id)
+    (event,) = [e for e in env.instance.all_logs(run_id) if e.dagster_event and e.dagster_event.event_type == dg.DagsterEventType.RUN_SUCCESS]
+    context = dg.build_run_status_sensor_context(
+        sensor_name="certification_sensor", dagster_event=event.dagster_event, dagster_instance=env.instance,
+        dagster_run=run, resources={"atlasmart": env.resource},
+    )
+    return certification_sensor(context)
+
+
+def test_certification_sensor_requests_golden_checks_for_new_certifications_only(tmp_path):
+    env = Env(tmp_path)
+    outcome = run_chain(env.defs, env.instance, env.platform, ["2026-09-20"], lane="backfill", certify=False)
+    request = _after_run(env, outcome.run_id)
+    assert isinstance(request, dg.RunRequest) and request.run_key == f"golden-{outcome.run_id}"
+    assert env.platform.ledger.served("mart_finance_daily_sales", "2026-09-20")
+
+    golden = env.defs.resolve_job_def("dashboard_checks_job").execute_in_process(instance=env.instance)
+    assert golden.success
+    # the golden run certifies the dashboards, and must not ask for another golden run (a loop)
+    assert _after_run(env, golden.run_id) is None
+    assert env.platform.ledger.served("dashboard_finance_daily_sales", "2026-09-20")
+    assert _after_run(env, outcome.run_id) is None  # already decided: nothing new
