@@ -64,14 +64,19 @@ def _sqlite_backup(source: Path, target: Path) -> None:
 
 
 def _reachable_files(metadata_location: str) -> list[str]:
-    """Local paths of every file one table's metadata references (all retained snapshots)."""
+    """Local paths of every file needed to read any retained snapshot of one table.
+
+    Data files count only where an entry has them live (added or existing):
+    an OVERWRITE snapshot also lists the files it replaced, as DELETED
+    entries, and no read of any retained snapshot opens those.
+    """
     table = StaticTable.from_metadata(metadata_location)
     files = {_local_path(metadata_location)}
     for snapshot in table.snapshots():
         files.add(_local_path(snapshot.manifest_list))
         for manifest in snapshot.manifests(table.io):
             files.add(_local_path(manifest.manifest_path))
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
                 files.add(_local_path(entry.data_file.file_path))
     return sorted(files)
 
