@@ -23,7 +23,7 @@ partition at its newest certification that was not withdrawn.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 import dagster as dg
 
@@ -109,10 +109,9 @@ class GateEvidence:
                 self.checks.setdefault((result["asset"], result["partition"]), []).append(result)
         self.holds = ledger.active_holds()
         self._controls: dict[tuple[str, int | None], dict] = {}
-        self._revenue: dict[int | None, dict] = {}
+        self._revenue: dict[tuple[str, int | None], dict] = {}
         self._fingerprints: dict[tuple[str, int | None], dict] = {}
         self._days_by_snapshot: dict[tuple[str, int | None], set[str]] = {}
-        self._days = days
 
     def latest_built(self, asset: str, partition: str, up_to_id: int) -> PartitionEvent | None:
         events = [e for e in self.built.get((asset, partition), []) if e.id <= up_to_id]
@@ -131,23 +130,46 @@ class GateEvidence:
                 return hold
         return None
 
-    # Table reads: one per (table, snapshot) for all days of the builds.
+    # Table reads: one per (table, snapshot), of the days built into that snapshot.
+    # A range run commits one snapshot per chunk of days; reading every day of
+    # the run at every chunk's snapshot made certifying a year quadratic.
+    def _built_at(self, asset: str, snapshot_id: int | None) -> set[str]:
+        key = (asset, snapshot_id)
+        if key not in self._days_by_snapshot:
+            self._days_by_snapshot[key] = {
+                partition
+                for (built_asset, partition), events in self.built.items()
+                if built_asset == asset
+                for event in events
+                if event.snapshot_id == snapshot_id
+            }
+        return self._days_by_snapshot[key]
+
+    def _read_at(self, cache: dict, asset: str, snapshot_id: int | None, partition: str, read) -> Any:
+        key = (asset, snapshot_id)
+        found = cache.get(key)
+        if found is None or partition not in found:
+            days = sorted(self._built_at(asset, snapshot_id) | {partition}) if found is None else [partition]
+            found = cache[key] = {**(found or {}), **read(days)}
+        return found[partition]
+
     def controls(self, spec, snapshot_id: int | None, partition: str) -> ControlTuple:
-        key = (spec.name, snapshot_id)
-        if key not in self._controls:
-            self._controls[key] = controls_of(self.platform.warehouse, spec, self._days, snapshot_id)
-        return self._controls[key][partition]
+        return self._read_at(
+            self._controls, spec.name, snapshot_id, partition,
+            lambda days: controls_of(self.platform.warehouse, spec, days, snapshot_id),
+        )
 
     def revenue(self, snapshot_id: int | None, partition: str):
-        if snapshot_id not in self._revenue:
-            self._revenue[snapshot_id] = metric_revenue_of(self.platform.warehouse, self._days, snapshot_id)
-        return self._revenue[snapshot_id][partition]
+        return self._read_at(
+            self._revenue, METRIC_GROSS_REVENUE.name, snapshot_id, partition,
+            lambda days: metric_revenue_of(self.platform.warehouse, days, snapshot_id),
+        )
 
     def fingerprint(self, spec, snapshot_id: int | None, partition: str) -> str:
-        key = (spec.name, snapshot_id)
-        if key not in self._fingerprints:
-            self._fingerprints[key] = fingerprints_of(self.platform.warehouse, spec, self._days, snapshot_id)
-        return self._fingerprints[key][partition]
+        return self._read_at(
+            self._fingerprints, spec.name, snapshot_id, partition,
+            lambda days: fingerprints_of(self.platform.warehouse, spec, days, snapshot_id),
+        )
 
 
 def chain_reasons(evidence: GateEvidence, built: PartitionEvent) -> tuple[list[str], ControlTuple | None]:

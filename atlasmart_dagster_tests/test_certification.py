@@ -72,3 +72,33 @@ def test_marts_built_without_their_checks_are_not_certified(env):
     (decision,) = certify_run(env.platform, result.run_id, result.success)
     assert not decision.certified
     assert "mart_matches_agg_and_metric did not pass" in decision.reasons[0]
+
+
+def test_the_gate_reads_each_snapshot_only_for_the_days_built_into_it(tmp_path):
+    """A range run commits one snapshot per chunk of days; certifying must not re-read every day at every one."""
+    from atlasmart_dagster.certification import CERTIFIED_ASSETS, GateEvidence, decide
+    from atlasmart_dagster.definitions import build_definitions
+    from atlasmart_dagster.ledger import BUILT
+    from atlasmart_dagster.resources import AtlasmartResource
+
+    from .conftest import SAMPLE_DAYS, Env
+
+    env = Env(tmp_path)
+    # three rows per chunk: the sample's five days land in several snapshots of each table
+    resource = AtlasmartResource(home=str(env.home), landing=str(env.landing), chunk_rows=3)
+    outcome = run_chain(build_definitions(resource), env.instance, resource.platform, SAMPLE_DAYS,
+                        lane="backfill", certify=False)
+    assert outcome.success, outcome.failures
+    ledger = resource.platform.ledger
+    builds = [e for e in ledger.events(run_id=outcome.run_id, states=(BUILT,)) if e.asset in CERTIFIED_ASSETS]
+    fact_snapshots = {e.snapshot_id for e in ledger.events(run_id=outcome.run_id, states=(BUILT,)) if e.asset == "fact_sales"}
+    assert len(fact_snapshots) > 1
+
+    evidence = GateEvidence(resource.platform, builds)
+    decisions = [decide(evidence, build, True) for build in builds]
+    assert all(d.certified for d in decisions), [d.reasons for d in decisions if not d.certified]
+    assert {(d.asset, d.partition) for d in decisions} == {(a, p) for a in CERTIFIED_ASSETS for p in SAMPLE_DAYS}
+    for cache in (evidence._controls, evidence._fingerprints, evidence._revenue):
+        for (asset, snapshot_id), read in cache.items():
+            built_there = {e.partition for e in ledger.events(states=(BUILT,)) if e.asset == asset and e.snapshot_id == snapshot_id}
+            assert set(read) == built_there, (asset, snapshot_id)
