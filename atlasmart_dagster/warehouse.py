@@ -17,6 +17,7 @@ overwrite, which is idempotent because it replaces whole partitions.
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import os
 import random
@@ -311,8 +312,13 @@ class Warehouse:
         last_error: BaseException | None = None
         for attempt in range(COMMIT_ATTEMPTS):
             try:
-                table = self.table(spec)
-                return self._replace(table, spec, partitions, files, props)
+                # A private copy: a commit updates its Table in place, and the
+                # cached one may be in use by a reader in another thread.
+                table = copy.copy(self.table(spec))
+                snapshot_id = self._replace(table, spec, partitions, files, props)
+                with self._cache_lock:
+                    self._tables[spec.name] = table
+                return snapshot_id
             except Exception as exc:  # noqa: BLE001 - classified below
                 # ValidationException: another writer replaced the same partition
                 # between our read and our commit. Replacing it again from our
