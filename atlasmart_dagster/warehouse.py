@@ -1,12 +1,12 @@
 """The warehouse: Iceberg tables (pyiceberg, SQL catalog) read and written with DuckDB.
 
-Writes go through pyiceberg so every partition replacement is one atomic
-Iceberg commit (``overwrite`` with a filter on the partition column), and every
-commit is a snapshot that certification can pin. Reads of more than a handful
-of rows let pyiceberg *plan* the files and DuckDB *read* them, which is an
-order of magnitude faster than ``scan().to_arrow()`` for large partitions.
-That shortcut is valid only while tables have no delete files; pyiceberg's
-copy-on-write overwrite never writes any, and ``data_files`` refuses to
+DuckDB writes each partition's rows to Parquet; pyiceberg then commits one
+OVERWRITE snapshot that swaps the partition's old files for the new ones, so
+every partition replacement is atomic and every commit is a snapshot that
+certification can pin. Reads let pyiceberg *plan* the files and DuckDB *read*
+them, which is an order of magnitude faster than ``scan().to_arrow()`` for
+large partitions. That shortcut is valid only while tables have no delete
+files; whole-file replacement never writes any, and ``data_files`` refuses to
 continue if one ever appears.
 
 Concurrent commits (the current and backfill lanes writing different days of
