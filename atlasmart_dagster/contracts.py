@@ -124,10 +124,6 @@ CONTRACT_V2 = SourceContract(
 CONTRACTS: dict[str, SourceContract] = {c.version: c for c in (CONTRACT_V1, CONTRACT_V2)}
 
 
-def known_versions() -> tuple[str, ...]:
-    return tuple(CONTRACTS)
-
-
 # DESCRIBE spells some types longhand; these are the same types as the contract's.
 _TYPE_ALIASES = {"TIMESTAMP WITH TIME ZONE": "TIMESTAMPTZ", "INT32": "INTEGER", "INT64": "BIGINT", "STRING": "VARCHAR"}
 

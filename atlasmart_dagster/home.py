@@ -80,10 +80,6 @@ class AtlasmartHome:
         return self.root / "dagster"
 
     @property
-    def artifacts_dir(self) -> Path:
-        return self.root / "artifacts"
-
-    @property
     def locks_dir(self) -> Path:
         return self.root / "locks"
 

@@ -13,7 +13,7 @@ with the tag ``atlasmart/include_current = true``.
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Mapping, Sequence
 
 from .errors import LaneViolation
@@ -50,10 +50,3 @@ def guard_backfill_scope(tags: Mapping[str, str], partitions: Sequence[str], now
             f"name it explicitly with the tag {INCLUDE_CURRENT_TAG}=true (atlasmart backfill --include-current)"
         )
 
-
-def is_valid_day(value: str) -> bool:
-    try:
-        date.fromisoformat(value)
-    except ValueError:
-        return False
-    return True

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from contextlib import contextmanager
 from functools import cached_property
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -257,9 +257,6 @@ class Warehouse:
                 partition_spec=spec.partition_spec(),
                 properties=TABLE_PROPERTIES,
             )
-
-    def exists(self, spec: TableSpec) -> bool:
-        return self._metadata_location(spec) is not None
 
     def existing(self, spec: TableSpec) -> Table | None:
         """The table with its current metadata, or None if it was never written."""
@@ -529,11 +526,6 @@ class Warehouse:
 
 def partitions_in(data: pa.Table, column: str) -> list[str]:
     return sorted(d.isoformat() for d in pc.unique(data.column(column)).to_pylist() if d is not None)
-
-
-def iter_chunks(items: Sequence[str], size: int) -> Iterable[list[str]]:
-    for start in range(0, len(items), size):
-        yield list(items[start : start + size])
 
 
 

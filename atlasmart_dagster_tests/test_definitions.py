@@ -1,6 +1,5 @@
 """The code location loads cleanly and wires every layer, check, job, schedule and sensor."""
 
-import warnings
 
 import dagster as dg
 

@@ -1,6 +1,6 @@
 """SLO arithmetic on partition timelines."""
 
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pytest
 

@@ -12,7 +12,7 @@ id; a role is held by principals, never shared credentials.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 from ..errors import AtlasmartError

@@ -30,7 +30,6 @@ from ..lanes import LANE_TAG
 from ..platform import Platform
 from ..resources import AtlasmartResource
 from ..runs import RunOutcome, run_chain
-from ..tables import ALL_TABLES
 
 
 @dataclass
@@ -195,6 +194,3 @@ def write_json(path: Path, data: Any) -> None:
 def hhmm(ts: str) -> str:
     return parse_ts(ts).strftime("%H:%M")
 
-
-def table_names() -> list[str]:
-    return [t.name for t in ALL_TABLES]

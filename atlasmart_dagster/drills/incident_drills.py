@@ -10,7 +10,6 @@ from raw, re-certification, resolution and a postmortem with owned actions.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any, Callable

@@ -98,7 +98,7 @@ class BlastRadius:
             lines.append(f"  {ids[a.asset]}{left}{a.asset}{cols}{right}")
         for up, down in self.edges:
             lines.append(f"  {ids[up]} --> {ids[down]}")
-        lines.append(f"  classDef origin stroke:#d33,stroke-width:3px;")
+        lines.append("  classDef origin stroke:#d33,stroke-width:3px;")
         if self.affected:
             lines.append(f"  class {ids[self.affected[0].asset]} origin;")
         return "\n".join(lines)

@@ -23,7 +23,7 @@ from ..backfills import BackfillRequest, run_backfill
 from ..certification import CERTIFIED_ASSETS, certify_builds
 from ..controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
 from ..dashboards import DEFAULT_DASHBOARDS
-from ..ledger import BUILT, CERTIFIED, WITHDRAWN
+from ..ledger import BUILT, WITHDRAWN
 from ..platform import Platform
 from ..reconcile import controls_of, metric_revenue_of
 from ..serving import partition_status
