@@ -23,6 +23,7 @@ from .certification import CERTIFIED_ASSETS
 from .ledger import BUILT, CERTIFIED, WITHDRAWN
 from .platform import Platform
 from .tables import ALL_TABLES
+from .warehouse import reachable_files
 
 CHAIN_PINS = ("fact_sales", "agg_daily_sales", "metric_gross_revenue")
 ORPHAN_MIN_AGE_SECONDS = 3600
@@ -80,22 +81,20 @@ def expire_snapshots(platform: Platform, keep_last: int = 20) -> dict[str, Any]:
 
 def remove_orphan_files(platform: Platform, min_age_seconds: int = ORPHAN_MIN_AGE_SECONDS) -> dict[str, int]:
     """Delete data files under each table that no retained snapshot references."""
-    from .recovery import _reachable_files
-
     removed = {}
     now = time.time()
     for spec in ALL_TABLES:
         table = platform.warehouse.existing(spec)
         if table is None:
             continue
-        referenced = set(_reachable_files(table.metadata_location))
-        data_dir = platform.home.warehouse_dir / "atlasmart" / spec.name / "data"
+        referenced = set(reachable_files(table))
+        data_dir = platform.warehouse.data_dir(spec)
         count = 0
-        for path in data_dir.rglob("*.parquet") if data_dir.exists() else []:
+        for path in data_dir.rglob("*.parquet"):  # nothing when the folder does not exist
             if str(path) not in referenced and now - path.stat().st_mtime >= min_age_seconds:
                 path.unlink()
                 count += 1
-        for folder in sorted(data_dir.rglob("*"), reverse=True) if data_dir.exists() else []:
+        for folder in sorted(data_dir.rglob("*"), reverse=True):
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
         removed[spec.name] = count

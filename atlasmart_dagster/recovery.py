@@ -43,7 +43,7 @@ from .platform import Platform
 from .raw_store import sha256_file
 from .reconcile import controls_of, fingerprints_of
 from .tables import FACT_SALES, TABLES_BY_NAME
-from .warehouse import _local_path
+from .warehouse import reachable_files
 
 BACKUP_FORMAT = 1
 
@@ -61,24 +61,6 @@ def _sqlite_backup(source: Path, target: Path) -> None:
     finally:
         dst.close()
         src.close()
-
-
-def _reachable_files(metadata_location: str) -> list[str]:
-    """Local paths of every file needed to read any retained snapshot of one table.
-
-    Data files count only where an entry has them live (added or existing):
-    an OVERWRITE snapshot also lists the files it replaced, as DELETED
-    entries, and no read of any retained snapshot opens those.
-    """
-    table = StaticTable.from_metadata(metadata_location)
-    files = {_local_path(metadata_location)}
-    for snapshot in table.snapshots():
-        files.add(_local_path(snapshot.manifest_list))
-        for manifest in snapshot.manifests(table.io):
-            files.add(_local_path(manifest.manifest_path))
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                files.add(_local_path(entry.data_file.file_path))
-    return sorted(files)
 
 
 def _tables_in(catalog_db: Path) -> dict[str, str]:
@@ -105,10 +87,10 @@ def backup(platform: Platform, destination: Path, label: str | None = None) -> d
     tables = {}
     for name, location in _tables_in(staging / "catalog.db").items():
         try:
-            reachable = _reachable_files(location)
+            table = StaticTable.from_metadata(location)
+            reachable = reachable_files(table)
         except FileNotFoundError as exc:  # a concurrent commit pruned old metadata: take it again
             raise TransientError(f"table {name} changed under the backup; retry: {exc}") from exc
-        table = StaticTable.from_metadata(location)
         snapshot = table.current_snapshot()
         tables[name] = {"metadata_location": location, "current_snapshot_id": snapshot.snapshot_id if snapshot else None,
                         "files": len(reachable)}
@@ -218,14 +200,15 @@ def verify(platform: Platform) -> dict[str, Any]:
                 if controls != cert.controls:
                     problems["certified"].append(
                         f"{asset} {partition}: controls {controls} differ from certified {cert.controls}")
-    for batch in ledger.batches():
+    batches = ledger.batches()
+    for batch in batches:
         checked["raw_batches"] += 1
         stored = platform.raw_store.get(batch["partition"], batch["batch_id"])
         if stored is None:
             problems["raw"].append(f"raw batch {batch['batch_id']} is missing from the raw store")
         elif sha256_file(stored.data_path) != batch["data_sha256"]:
             problems["raw"].append(f"raw batch {batch['batch_id']} no longer hashes to its manifest's data_sha256")
-    days = sorted({b["partition"] for b in ledger.batches()})
+    days = sorted({b["partition"] for b in batches})
     checked["days"] = len(days)
     if days:
         chain = verify_partitions(platform, days)
@@ -288,10 +271,10 @@ def rollback_partition(platform: Platform, asset: str, partition: str, actor: st
 def _pinned_snapshot(platform: Platform, asset: str, partition: str) -> int | None:
     """The snapshot of ``asset`` the day's served certification was built on."""
     ledger = platform.ledger
-    served = ledger.served("mart_finance_daily_sales", partition) or ledger.served("metric_gross_revenue", partition)
     if asset in CERTIFIED_ASSETS:
         mine = ledger.served(asset, partition)
         return mine.certification.snapshot_id if mine else None
+    served = ledger.served("mart_finance_daily_sales", partition) or ledger.served("metric_gross_revenue", partition)
     if served is None:
         return None
     built_id = served.certification.detail.get("built_event_id")

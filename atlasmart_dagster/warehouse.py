@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from contextlib import contextmanager
 from functools import cached_property
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import duckdb
@@ -163,6 +164,23 @@ def _local_path(uri: str) -> str:
     return uri.removeprefix("file://")
 
 
+def reachable_files(table: Table) -> list[str]:
+    """Local paths of every file needed to read any retained snapshot of one table.
+
+    Data files count only where an entry has them live (added or existing):
+    an OVERWRITE snapshot also lists the files it replaced, as DELETED
+    entries, and no read of any retained snapshot opens those.
+    """
+    files = {_local_path(table.metadata_location)}
+    for snapshot in table.snapshots():
+        files.add(_local_path(snapshot.manifest_list))
+        for manifest in snapshot.manifests(table.io):
+            files.add(_local_path(manifest.manifest_path))
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                files.add(_local_path(entry.data_file.file_path))
+    return sorted(files)
+
+
 _ENGINE: duckdb.DuckDBPyConnection | None = None
 _ENGINE_LOCK = threading.Lock()
 
@@ -261,6 +279,10 @@ class Warehouse:
     def existing(self, spec: TableSpec) -> Table | None:
         """The table with its current metadata, or None if it was never written."""
         return self._load(spec)
+
+    def data_dir(self, spec: TableSpec) -> Path:
+        """Where the table's data files are written (one sub-folder per write)."""
+        return self.home.warehouse_dir / NAMESPACE / spec.name / "data"
 
     def current_snapshot_id(self, spec: TableSpec) -> int | None:
         table = self.existing(spec)
@@ -374,7 +396,7 @@ class Warehouse:
         Rows are cast to the table's types and sorted by the grain (a total
         order), so the same rows always give the same bytes.
         """
-        folder = self.home.warehouse_dir / NAMESPACE / spec.name / "data" / uuid.uuid4().hex
+        folder = self.data_dir(spec) / uuid.uuid4().hex
         folder.mkdir(parents=True, exist_ok=True)
         casts = ", ".join(f'CAST("{c.name}" AS {c.sql_type}) AS "{c.name}"' for c in spec.columns)
         column = spec.partition_column
