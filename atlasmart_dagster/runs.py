@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 import dagster as dg
 
 from .automation.jobs import backfill_sales_job, daily_sales_job
-from .certification import GateDecision, certify_run
+from .certification import GateDecision, certified_partitions, certify_run
 from .checks.slo import SLO_CHECK_KEYS
 from .lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
 from .partitions import range_tags
@@ -35,7 +35,7 @@ class RunOutcome:
 
     @property
     def certified(self) -> list[str]:
-        return sorted({d.partition for d in self.decisions if d.certified})
+        return certified_partitions(self.decisions)
 
     def to_json(self) -> dict:
         return {

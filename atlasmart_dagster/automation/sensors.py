@@ -3,7 +3,7 @@
 
 import dagster as dg
 
-from ..certification import CERTIFIED_ASSETS, certify_run
+from ..certification import CERTIFIED_ASSETS, certified_partitions, certify_run
 from ..landing import parse_manifest
 from ..lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
 from ..ledger import RESTATEMENT_PENDING
@@ -104,7 +104,7 @@ def certification_sensor(context: dg.RunStatusSensorContext, atlasmart: Atlasmar
         actor="certification_sensor",
         instance=context.instance,
     )
-    certified = sorted({d.partition for d in decisions if d.certified})
+    certified = certified_partitions(decisions)
     refused = [d for d in decisions if not d.certified]
     if refused:
         context.log.warning(
