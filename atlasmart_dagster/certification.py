@@ -36,7 +36,7 @@ from .checks.names import (
     STAGED_ROWS_RECONCILE,
 )
 from .controls import ControlTuple
-from .ledger import BUILT, CERTIFIED, PartitionEvent
+from .ledger import BUILT, CERTIFIED, PartitionEvent, covering_hold
 from .platform import Platform
 from .reconcile import controls_of, fingerprints_of, metric_revenue_of
 from .slo import record_first_delivery
@@ -99,14 +99,17 @@ class GateEvidence:
         self.platform = platform
         ledger = platform.ledger
         days = sorted({b.partition for b in builds})
+        # Only the days being judged, through the ledger's indexes: the
+        # history grows every day and the daily path must not read all of it.
+        assets = {FACT_SALES.name, AGG_DAILY_SALES.name, METRIC_GROSS_REVENUE.name, *(b.asset for b in builds)}
         self.built: dict[tuple[str, str], list[PartitionEvent]] = {}
-        for event in ledger.events(states=(BUILT,)):
-            if event.partition in days:
-                self.built.setdefault((event.asset, event.partition), []).append(event)
+        for event in ledger.events(states=(BUILT,), assets=sorted(assets), partitions=days):
+            self.built.setdefault((event.asset, event.partition), []).append(event)
         self.checks: dict[tuple[str, str], list[dict]] = {}
-        for result in ledger.check_results():
-            if result["partition"] in days:
-                self.checks.setdefault((result["asset"], result["partition"]), []).append(result)
+        self._by_run: dict[tuple[str, str], list[dict]] = {}
+        for result in ledger.check_results(partitions=days):
+            self.checks.setdefault((result["asset"], result["partition"]), []).append(result)
+            self._by_run.setdefault((result["run_id"], result["partition"]), []).append(result)
         self.holds = ledger.active_holds()
         self._controls: dict[tuple[str, int | None], dict] = {}
         self._revenue: dict[tuple[str, int | None], dict] = {}
@@ -122,13 +125,10 @@ class GateEvidence:
         return results[-1] if results else None
 
     def run_checks(self, run_id: str, partition: str) -> list[dict]:
-        return [r for (_, p), rs in self.checks.items() if p == partition for r in rs if r["run_id"] == run_id]
+        return self._by_run.get((run_id, partition), [])
 
     def hold(self, asset: str, partition: str) -> dict | None:
-        for hold in self.holds:
-            if asset in hold["assets"] and hold["partition_from"] <= partition <= hold["partition_to"]:
-                return hold
-        return None
+        return covering_hold(self.holds, asset, partition)
 
     # Table reads: one per (table, snapshot), of the days built into that snapshot.
     # A range run commits one snapshot per chunk of days; reading every day of
@@ -317,13 +317,14 @@ def certify_dashboards(platform: Platform, run_id: str, actor: str) -> list[Gate
     results = [r for r in ledger.check_results(run_id=run_id) if r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC]
     decisions = []
     at = platform.clock.now()
+    holds = ledger.active_holds()
     for asset in sorted({r["asset"] for r in results}):
         dashboard = current(ledger, asset)
         values = tile_values(platform, dashboard)
         for r in (r for r in results if r["asset"] == asset):
             day = r["partition"]
             figures = {key: by_day.get(day) for key, by_day in values.items()}
-            hold = ledger.active_hold(asset, day)
+            hold = covering_hold(holds, asset, day)
             reasons = [] if r["passed"] else [f"golden cross-check failed: {r['observed']} vs {r['expected']}"]
             if hold:
                 reasons.append(f"certification held by {hold['incident_id'] or hold['actor']}: {hold['reason']}")

@@ -349,17 +349,14 @@ class Ledger:
             con.close()
         self._initialised = True
 
-    def insert(self, table: str, values: dict[str, Any], ignore_duplicate: bool = False) -> int:
-        """Append one row to a ledger table; returns its rowid."""
-        return self._insert(table, values, ignore_duplicate)
-
     def rows(self, table: str, where: str = "", args: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Rows of a ledger table in insertion order (``where`` is a trusted SQL predicate)."""
         with self.connect() as con:
             clause = f" WHERE {where}" if where else ""
             return [dict(r) for r in con.execute(f"SELECT * FROM {table}{clause} ORDER BY rowid", tuple(args)).fetchall()]
 
-    def _insert(self, table: str, values: dict[str, Any], ignore_duplicate: bool = False) -> int:
+    def insert(self, table: str, values: dict[str, Any], ignore_duplicate: bool = False) -> int:
+        """Append one row to a ledger table; returns its rowid."""
         columns = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         verb = "INSERT OR IGNORE" if ignore_duplicate else "INSERT"
@@ -387,7 +384,7 @@ class Ledger:
         run_id: str | None,
     ) -> None:
         """Remember a committed batch (first sighting wins; re-runs add nothing)."""
-        self._insert(
+        self.insert(
             "batches",
             {
                 "batch_id": manifest["batch_id"],
@@ -434,7 +431,7 @@ class Ledger:
         reason: str | None = None,
         detail: dict | None = None,
     ) -> int:
-        return self._insert(
+        return self.insert(
             "partition_events",
             {
                 "asset": asset,
@@ -458,16 +455,19 @@ class Ledger:
         partition: str | None = None,
         states: Iterable[str] | None = None,
         run_id: str | None = None,
+        assets: Iterable[str] | None = None,
+        partitions: Iterable[str] | None = None,
     ) -> list[PartitionEvent]:
         clauses, args = [], []
         for column, value in (("asset", asset), ("partition", partition), ("run_id", run_id)):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 args.append(value)
-        if states is not None:
-            states = list(states)
-            clauses.append(f"state IN ({', '.join('?' for _ in states)})")
-            args.extend(states)
+        for column, values in (("state", states), ("asset", assets), ("partition", partitions)):
+            if values is not None:
+                values = list(values)
+                clauses.append(f"{column} IN ({', '.join('?' for _ in values)})")
+                args.extend(values)
         where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
         with self.connect() as con:
             rows = con.execute(f"SELECT * FROM partition_events{where} ORDER BY id", args).fetchall()
@@ -507,7 +507,7 @@ class Ledger:
         observed: Any = None,
         expected: Any = None,
     ) -> int:
-        return self._insert(
+        return self.insert(
             "check_results",
             {
                 "asset": asset,
@@ -523,13 +523,21 @@ class Ledger:
         )
 
     def check_results(
-        self, run_id: str | None = None, partition: str | None = None, asset: str | None = None
+        self,
+        run_id: str | None = None,
+        partition: str | None = None,
+        asset: str | None = None,
+        partitions: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
         clauses, args = [], []
         for column, value in (("run_id", run_id), ("partition", partition), ("asset", asset)):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 args.append(value)
+        if partitions is not None:
+            partitions = list(partitions)
+            clauses.append(f"partition IN ({', '.join('?' for _ in partitions)})")
+            args.extend(partitions)
         where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
         with self.connect() as con:
             rows = con.execute(f"SELECT * FROM check_results{where} ORDER BY id", args).fetchall()
@@ -555,7 +563,7 @@ class Ledger:
         incident_id: str | None = None,
     ) -> int:
         """Stop certification of ``assets`` for the partition range until released."""
-        return self._insert(
+        return self.insert(
             "certification_holds",
             {
                 "action": "HOLD",
@@ -570,7 +578,7 @@ class Ledger:
         )
 
     def release(self, hold_id: int, actor: str, reason: str, at: datetime) -> int:
-        return self._insert(
+        return self.insert(
             "certification_holds",
             {"action": "RELEASE", "hold_id": hold_id, "actor": actor, "reason": reason, "at": format_ts(at)},
         )
@@ -587,14 +595,11 @@ class Ledger:
         return active
 
     def active_hold(self, asset: str, partition: str) -> dict[str, Any] | None:
-        for hold in self.active_holds():
-            if asset in hold["assets"] and hold["partition_from"] <= partition <= hold["partition_to"]:
-                return hold
-        return None
+        return covering_hold(self.active_holds(), asset, partition)
 
     # -- SLOs -------------------------------------------------------------
     def record_slo(self, result: Any, run_id: str, timeline: dict, at: datetime) -> int:
-        return self._insert(
+        return self.insert(
             "slo_records",
             {
                 "partition": result.partition,
@@ -612,11 +617,7 @@ class Ledger:
         )
 
     def slo_records(self, partition: str | None = None) -> list[dict[str, Any]]:
-        sql, args = "SELECT * FROM slo_records", ()
-        if partition:
-            sql, args = sql + " WHERE partition = ?", (partition,)
-        with self.connect() as con:
-            rows = [dict(r) for r in con.execute(sql + " ORDER BY id", args).fetchall()]
+        rows = self.rows("slo_records", "partition = ?", (partition,)) if partition else self.rows("slo_records")
         for row in rows:
             row["met"] = bool(row["met"])
             row["timeline"] = json.loads(row.pop("timeline_json") or "{}")
@@ -625,7 +626,7 @@ class Ledger:
     # -- backfill requests ------------------------------------------------
     def record_backfill(self, request_id: str, event: str, request: dict, at: datetime, **outcome: Any) -> int:
         """Append one event (REQUESTED, SUBMITTED, FINISHED) of an operator's backfill request."""
-        return self._insert(
+        return self.insert(
             "backfill_requests",
             {
                 "request_id": request_id,
@@ -645,15 +646,14 @@ class Ledger:
         )
 
     def backfills(self) -> list[dict[str, Any]]:
-        with self.connect() as con:
-            rows = [dict(r) for r in con.execute("SELECT * FROM backfill_requests ORDER BY id").fetchall()]
+        rows = self.rows("backfill_requests")
         for row in rows:
             row["detail"] = json.loads(row.pop("detail_json") or "null")
         return rows
 
     # -- run phases -------------------------------------------------------
     def record_phase(self, run_id: str, partition: str, phase: str, at: datetime, lane: str | None) -> None:
-        self._insert(
+        self.insert(
             "run_phases",
             {"run_id": run_id, "partition": partition, "phase": phase, "at": format_ts(at), "lane": lane},
         )
@@ -668,3 +668,11 @@ class Ledger:
         with self.connect() as con:
             rows = con.execute(f"SELECT * FROM run_phases{where} ORDER BY id", args).fetchall()
         return [dict(r) for r in rows]
+
+
+def covering_hold(holds: Iterable[dict[str, Any]], asset: str, partition: str) -> dict[str, Any] | None:
+    """The first of ``holds`` (see ``Ledger.active_holds``) that covers (asset, partition)."""
+    for hold in holds:
+        if asset in hold["assets"] and hold["partition_from"] <= partition <= hold["partition_to"]:
+            return hold
+    return None

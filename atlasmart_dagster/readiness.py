@@ -22,6 +22,7 @@ from typing import Callable
 
 import duckdb
 
+from .approvals import resolver
 from .clock import format_ts
 from .contracts import CONTRACTS, Conformance, SourceContract, typed_projection_sql
 from .errors import SourceNotReady
@@ -109,8 +110,6 @@ def prepare_partition(
     ``contract_for`` defaults to the ledger's approvals (see approvals.py).
     """
     if contract_for is None:
-        from .approvals import resolver
-
         contract_for = resolver(platform.ledger)
     landing = platform.landing
     manifest_bytes = landing.read_manifest_bytes(partition)

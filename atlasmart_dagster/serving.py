@@ -67,7 +67,7 @@ class PartitionStatus:
             return "-"
         missed = [r for r in self.slo if not r.met]
         if not missed:
-            return "met (" + ", ".join(f"{r.objective} {_fmt(r)}" for r in self.slo) + ")"
+            return "met (" + ", ".join(f"{r.objective} {r.value_text}" for r in self.slo) + ")"
         return "; ".join(r.describe() for r in missed)
 
     @property
@@ -86,10 +86,6 @@ class PartitionStatus:
         }
 
 
-def _fmt(result: SloResult) -> str:
-    return result.describe().split(" (")[0].split(" ", 1)[1]
-
-
 def _asset_state(platform: Platform, asset: str, partition: str, served: ServedVersion | None) -> AssetState:
     events = platform.ledger.events(asset=asset, partition=partition, states=(CERTIFIED, WITHDRAWN, RESTATEMENT_PENDING))
     last_cert = max((e.id for e in events if e.state == CERTIFIED), default=0)
@@ -100,15 +96,23 @@ def _asset_state(platform: Platform, asset: str, partition: str, served: ServedV
 
 def partition_status(platform: Platform, partition: str, now: datetime | None = None) -> PartitionStatus:
     """The consumer-visible state of one partition, with its recorded SLO results."""
-    status = _state(platform, partition, now or platform.clock.now())
-    status.slo = latest_results(platform.ledger, partition)
-    return status
+    return partition_statuses(platform, [partition], now)[0]
 
 
-def _state(platform: Platform, partition: str, now: datetime) -> PartitionStatus:
-    assets = [
-        _asset_state(platform, asset, partition, platform.ledger.served(asset, partition)) for asset in CERTIFIED_ASSETS
-    ]
+def partition_statuses(platform: Platform, partitions: Sequence[str], now: datetime | None = None) -> list[PartitionStatus]:
+    """``partition_status`` of many partitions; each asset's served versions are read once, not once per day."""
+    now = now or platform.clock.now()
+    served = {asset: platform.ledger.served_map(asset) for asset in CERTIFIED_ASSETS}
+    statuses = []
+    for partition in partitions:
+        status = _state(platform, partition, now, {a: versions.get(partition) for a, versions in served.items()})
+        status.slo = latest_results(platform.ledger, partition)
+        statuses.append(status)
+    return statuses
+
+
+def _state(platform: Platform, partition: str, now: datetime, served_now: dict[str, ServedVersion | None]) -> PartitionStatus:
+    assets = [_asset_state(platform, asset, partition, served_now[asset]) for asset in CERTIFIED_ASSETS]
     served = [a for a in assets if a.served]
     if any(a.withdrawn for a in assets):
         detail = "certification withdrawn; " + (

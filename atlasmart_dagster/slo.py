@@ -68,8 +68,12 @@ class SloResult:
     def unit(self) -> str:
         return UNITS[self.objective]
 
+    @property
+    def value_text(self) -> str:
+        return "n/a" if self.value is None else f"{_num(self.value)} {self.unit}"
+
     def describe(self) -> str:
-        value = "n/a" if self.value is None else f"{_num(self.value)} {self.unit}"
+        value = self.value_text
         bound = ">=" if self.objective == COMPLETENESS else "<="
         verdict = "met" if self.met else (
             f"MISSED by {_num(self.missed_by)} {self.unit}" if self.missed_by is not None else "MISSED"
@@ -136,7 +140,7 @@ def timeline_for(ledger: Ledger, partition: str, run_id: str, certified_at: date
     phases = ledger.phases(run_id=run_id, partition=partition)
     started = [parse_ts(p["at"]) for p in phases if p["phase"] == "run_started"]
     finished = [parse_ts(p["at"]) for p in phases if p["phase"] == "run_finished"]
-    raw_built = [e for e in ledger.events(asset="raw_order_lines", partition=partition, states=(BUILT,)) if e.run_id == run_id]
+    raw_built = ledger.events(asset="raw_order_lines", partition=partition, states=(BUILT,), run_id=run_id)
     batch_ids = set(raw_built[-1].detail.get("batch_ids", [])) if raw_built else set()
     batches = [b for b in ledger.batches(partition) if not batch_ids or b["batch_id"] in batch_ids]
     staged = ledger.events(asset="stg_order_lines", partition=partition, states=(BUILT,))

@@ -30,20 +30,20 @@ def record_certification_candidates(
         controls = controls_by_date(con, AGG_CONTROLS_SQL, published)
         revenue = {p: format(c.revenue_usd, "f") for p, c in controls.items()}
     per_partition = {}
-    with step.ledger.batch():
-        _record(step, con, spec, partitions, snapshot_id, published, controls, revenue, per_partition)
+    # Hash before taking the ledger's write lock: the other lane may be writing.
+    fingerprints = fingerprints_by_partition(con, published, spec.partition_column, spec.grain)
     # Certified assets are the last steps of a load: their end is the run's end
     # for the duration SLO (the latest stamp of a run wins).
     finished = step.now(RUN_FINISHED)
     with step.ledger.batch():
+        _record(step, spec, partitions, snapshot_id, fingerprints, controls, revenue, per_partition)
         for partition in partitions:
             step.ledger.record_phase(step.run_id, partition, RUN_FINISHED, finished, step.lane)
     step.add_partition_metadata(per_partition)
     return per_partition
 
 
-def _record(step, con, spec, partitions, snapshot_id, published, controls, revenue, per_partition) -> None:
-    fingerprints = fingerprints_by_partition(con, published, spec.partition_column, spec.grain)
+def _record(step, spec, partitions, snapshot_id, fingerprints, controls, revenue, per_partition) -> None:
     for partition in partitions:
         fingerprint = fingerprints[partition]
         step.record_built(

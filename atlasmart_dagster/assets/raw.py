@@ -4,6 +4,7 @@
 import dagster as dg
 
 from ..checks.names import MANIFEST_ROWS_MATCH, SOURCE_CONTRACT_CONFORMS
+from ..approvals import resolver
 from ..clock import RUN_STARTED
 from ..errors import SourceNotReady
 from ..lanes import guard_backfill_scope
@@ -42,11 +43,12 @@ def partition_rows_sql(source: PartitionSource, con) -> str:
 def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
     """Readiness for every partition of the run; blocks the whole run if any is not ready."""
     now = step.now()
+    contract_for = resolver(step.ledger)  # the approvals, read once for the whole range
     sources: dict[str, PartitionSource] = {}
     blocked: dict[str, list[str]] = {}
     for partition in step.partitions:
         try:
-            sources[partition] = prepare_partition(step.platform, partition, now, con)
+            sources[partition] = prepare_partition(step.platform, partition, now, con, contract_for)
         except SourceNotReady as exc:
             blocked[partition] = exc.problems
     for partition, problems in blocked.items():

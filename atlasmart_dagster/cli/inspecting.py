@@ -7,7 +7,7 @@ import argparse
 from ..certification import CERTIFIED_ASSETS
 from ..controls import ControlTuple
 from ..reconcile import controls_of, metric_revenue_of
-from ..serving import known_partitions, partition_status
+from ..serving import known_partitions, partition_statuses
 from ..tables import METRIC_GROSS_REVENUE, TABLES_BY_NAME
 from .context import CliContext
 from .output import print_json, short, table
@@ -19,7 +19,7 @@ def cmd_status(args: argparse.Namespace, ctx: CliContext) -> int:
     """Consumer-visible state per partition: certified with version and time, or why not."""
     platform = ctx.platform
     partitions = [args.partition] if args.partition else known_partitions(platform)
-    statuses = [partition_status(platform, p) for p in partitions]
+    statuses = partition_statuses(platform, partitions)
     if ctx.as_json:
         print_json([s.to_json() for s in statuses])
         return 0
