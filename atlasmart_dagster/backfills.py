@@ -106,12 +106,10 @@ def run_backfill(
     progress=None,
 ) -> RunOutcome:
     """Execute the backfill in-process now, holding the backfill lane lock."""
-    problems = request.validate(platform)
-    if problems:
-        raise LaneViolation("backfill refused: " + "; ".join(problems))
+    request_id = _admit(platform, request)
     ledger = platform.ledger
-    request_id = ledger.allocate_id("BF")
-    ledger.record_backfill(request_id, "REQUESTED", asdict(request), platform.clock.now())
+    recorded = asdict(request)
+    ledger.record_backfill(request_id, "REQUESTED", recorded, platform.clock.now())
     with lane_lock(platform.home.locks_dir, BACKFILL, wait_seconds):
         outcome = run_chain(
             defs,
@@ -127,7 +125,7 @@ def run_backfill(
     ledger.record_backfill(
         request_id,
         "FINISHED",
-        asdict(request),
+        recorded,
         platform.clock.now(),
         run_id=outcome.run_id,
         success=outcome.success,
@@ -135,6 +133,14 @@ def run_backfill(
     )
     outcome.request_id = request_id
     return outcome
+
+
+def _admit(platform: Platform, request: BackfillRequest) -> str:
+    """Refuse an invalid request; otherwise allocate its id."""
+    problems = request.validate(platform)
+    if problems:
+        raise LaneViolation("backfill refused: " + "; ".join(problems))
+    return platform.ledger.allocate_id("BF")
 
 
 def submit_to_daemon(defs: dg.Definitions, instance: dg.DagsterInstance, platform: Platform, request: BackfillRequest) -> str:
@@ -148,10 +154,7 @@ def submit_to_daemon(defs: dg.Definitions, instance: dg.DagsterInstance, platfor
     from dagster._core.utils import make_new_backfill_id
     from dagster._time import get_current_timestamp
 
-    problems = request.validate(platform)
-    if problems:
-        raise LaneViolation("backfill refused: " + "; ".join(problems))
-    request_id = platform.ledger.allocate_id("BF")
+    request_id = _admit(platform, request)
     backfill_id = make_new_backfill_id()
     backfill = PartitionBackfill.from_asset_partitions(
         backfill_id=backfill_id,

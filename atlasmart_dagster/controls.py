@@ -91,19 +91,18 @@ def total(tuples: Iterable[ControlTuple]) -> ControlTuple:
     return result
 
 
-# SQL that computes the tuple per sales_date from a fact-shaped relation
-# (one row per paid order line). ``{source}`` is a relation name.
-FACT_CONTROLS_SQL = """
-select sales_date,
+# The six control aggregates over a fact-shaped relation (one row per paid
+# order line), in CONTROL_FIELDS order.
+FACT_CONTROL_COLUMNS = """
        count(*)::BIGINT                                  as paid_lines,
        count(distinct order_id)::BIGINT                  as orders,
        coalesce(sum(quantity), 0)::BIGINT                as units,
        coalesce(sum(revenue_usd), 0)::DECIMAL(18,2)      as revenue_usd,
        coalesce(sum(cost_usd), 0)::DECIMAL(18,2)         as cost_usd,
-       coalesce(sum(gross_profit_usd), 0)::DECIMAL(18,2) as gross_profit_usd
-from {source}
-group by sales_date
-"""
+       coalesce(sum(gross_profit_usd), 0)::DECIMAL(18,2) as gross_profit_usd"""
+
+# The tuple per sales_date from a fact-shaped relation. ``{source}`` is a relation name.
+FACT_CONTROLS_SQL = "select sales_date," + FACT_CONTROL_COLUMNS + "\nfrom {source}\ngroup by sales_date\n"
 
 # The same tuple read from an aggregate-shaped relation (one row per day that
 # already carries the six control columns, e.g. agg_daily_sales or a mart).

@@ -43,8 +43,14 @@ def _field_expr(name: str, type_name: str) -> str:
     return f"coalesce({text}, '\\N')"
 
 
-def canonical_lines_sql(con: duckdb.DuckDBPyConnection, relation: str, order_by: Sequence[str]) -> tuple[str, str]:
-    """SQL producing one canonical line (with trailing newline) per row, and the header line."""
+def canonical_lines_sql(
+    con: duckdb.DuckDBPyConnection, relation: str, order_by: Sequence[str], key: str | None = None
+) -> tuple[str, str]:
+    """SQL producing one canonical line (with trailing newline) per row, and the header line.
+
+    With ``key``, each line is preceded by that column as text (``__key``),
+    so a caller can split one sorted pass into per-key digests.
+    """
     described = con.sql(f"DESCRIBE SELECT * FROM {relation}").fetchall()
     names = [row[0] for row in described]
     exprs = ", ".join(_field_expr(row[0], row[1]) for row in described)
@@ -52,7 +58,8 @@ def canonical_lines_sql(con: duckdb.DuckDBPyConnection, relation: str, order_by:
     # Sort the narrow rows first and render after: sorting the rendered lines
     # moves far more bytes. DuckDB keeps the subquery's order through the
     # projection (insertion order is preserved).
-    sql = f"SELECT concat_ws('|', {exprs}) || chr(10) AS line FROM (SELECT * FROM {relation} ORDER BY {order})"
+    keyed = f'CAST("{key}" AS VARCHAR) AS __key, ' if key is not None else ""
+    sql = f"SELECT {keyed}concat_ws('|', {exprs}) || chr(10) AS line FROM (SELECT * FROM {relation} ORDER BY {order})"
     header = "|".join(names) + "\n"
     return sql, header
 
@@ -88,12 +95,9 @@ def fingerprints_by_partition(
     partition's rows; the partition boundaries in each Arrow batch are found
     with run-end encoding, so no Python code touches a row.
     """
-    sql, header = canonical_lines_sql(con, relation, (partition_column, *order_by))
-    keyed = sql.replace(
-        "SELECT concat_ws(", f'SELECT CAST("{partition_column}" AS VARCHAR) AS __partition, concat_ws(', 1
-    )
+    sql, header = canonical_lines_sql(con, relation, (partition_column, *order_by), key=partition_column)
     digests: dict[str, "hashlib._Hash"] = {}
-    for batch in con.sql(keyed).to_arrow_reader(1_000_000):
+    for batch in con.sql(sql).to_arrow_reader(1_000_000):
         runs = pc.run_end_encode(batch.column(0))
         start = 0
         for end, value in zip(runs.run_ends.to_pylist(), runs.values.to_pylist()):

@@ -221,14 +221,6 @@ def batch_sql(
     )
 
 
-def read_batch(
-    con: duckdb.DuckDBPyConnection,
-    path: Path,
-    fmt: str,
-    fields: tuple[str, ...],
-    contract: SourceContract,
-    partition: str,
-    batch_id: str,
-) -> pa.Table:
-    """The rows of one batch as Arrow, in file order (see ``batch_sql``)."""
-    return con.sql(batch_sql(path, fmt, fields, contract, partition, batch_id) + " ORDER BY source_row").to_arrow_table()
+def read_batch(con: duckdb.DuckDBPyConnection, *args, **kwargs) -> pa.Table:
+    """The rows of one batch as Arrow, in file order (arguments as for ``batch_sql``)."""
+    return con.sql(batch_sql(*args, **kwargs) + " ORDER BY source_row").to_arrow_table()

@@ -8,7 +8,7 @@ warehouse, raw store, ledger and clock.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -28,7 +28,6 @@ class Platform:
     landing_root: Path
     clock: Clock
     chunk_rows: int = DEFAULT_CHUNK_ROWS
-    _extras: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(

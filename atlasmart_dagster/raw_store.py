@@ -155,9 +155,3 @@ class RawStore:
                         found.append(batch)
         return sorted(found, key=lambda b: (b.manifest.get("source_seq_low", 0), b.batch_id))
 
-    def partitions(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        return sorted(
-            p.name.removeprefix("sales_date=") for p in self.root.iterdir() if p.name.startswith("sales_date=")
-        )

@@ -15,7 +15,7 @@ from typing import Sequence
 import duckdb
 
 from .controls import AGG_CONTROLS_SQL, FACT_CONTROLS_SQL, ControlTuple, controls_by_date
-from .fingerprint import fingerprint_relation
+from .fingerprint import fingerprint_relation, fingerprints_by_partition
 from .tables import (
     AGG_DAILY_SALES,
     FACT_SALES,
@@ -86,8 +86,6 @@ def fingerprints_of(
     snapshot_id: int | None = None,
 ) -> dict[str, str]:
     """Canonical SHA-256 of each partition's rows at a snapshot (one read for all partitions)."""
-    from .fingerprint import fingerprints_by_partition
-
     con = duckdb_connection()
     try:
         view = warehouse.register(con, spec, partitions, snapshot_id, name="fp_rows")

@@ -34,7 +34,6 @@ from typing import Iterator, Sequence
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc  # noqa: F401 - partitions_in
 import pyarrow.parquet as pq
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError, ValidationException
@@ -246,8 +245,8 @@ class Warehouse:
         with self.catalog.engine.connect() as connection:
             return connection.execute(statement).scalar()
 
-    def _load(self, spec: TableSpec) -> Table | None:
-        """The table at the catalog's current metadata, parsed once per metadata file."""
+    def existing(self, spec: TableSpec) -> Table | None:
+        """The table at the catalog's current metadata (parsed once per metadata file), or None if never created."""
         location = self._metadata_location(spec)
         if location is None:
             return None
@@ -265,7 +264,7 @@ class Warehouse:
 
     def table(self, spec: TableSpec) -> Table:
         """The table with its current metadata, created on first use."""
-        table = self._load(spec)
+        table = self.existing(spec)
         if table is not None:
             return table
         with _home_lock(self.home, "catalog"):
@@ -275,10 +274,6 @@ class Warehouse:
                 partition_spec=spec.partition_spec(),
                 properties=TABLE_PROPERTIES,
             )
-
-    def existing(self, spec: TableSpec) -> Table | None:
-        """The table with its current metadata, or None if it was never written."""
-        return self._load(spec)
 
     def data_dir(self, spec: TableSpec) -> Path:
         """Where the table's data files are written (one sub-folder per write)."""
@@ -544,11 +539,6 @@ class Warehouse:
                 }
             )
         return out
-
-
-def partitions_in(data: pa.Table, column: str) -> list[str]:
-    return sorted(d.isoformat() for d in pc.unique(data.column(column)).to_pylist() if d is not None)
-
 
 
 PAUSE_ENV = "ATLASMART_PAUSE_BEFORE_COMMIT"

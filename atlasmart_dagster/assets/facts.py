@@ -5,7 +5,7 @@ import dagster as dg
 
 from ..checks.names import FACT_MATCHES_STAGING, GRAIN_UNIQUE, NO_NEGATIVE_MONEY
 from ..contracts import PAID_STATUS
-from ..controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date
+from ..controls import FACT_CONTROL_COLUMNS, FACT_CONTROLS_SQL, ControlTuple, controls_by_date
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
@@ -61,8 +61,7 @@ def fact_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) 
         # one scan of the published rows for the controls, the grain and the money rules
         observed, dups, negative = {}, {}, {}
         for day, *controls, dup, neg in con.sql(
-            f"SELECT sales_date::VARCHAR, count(*), count(DISTINCT order_id), coalesce(sum(quantity), 0), "
-            f"coalesce(sum(revenue_usd), 0), coalesce(sum(cost_usd), 0), coalesce(sum(gross_profit_usd), 0), "
+            f"SELECT sales_date::VARCHAR, {FACT_CONTROL_COLUMNS}, "
             f"count(*) - count(DISTINCT (order_id, line_no)), count(*) FILTER (WHERE revenue_usd < 0 OR cost_usd < 0) "
             f"FROM {published} GROUP BY 1"
         ).fetchall():
