@@ -99,6 +99,7 @@ def test_the_gate_reads_each_snapshot_only_for_the_days_built_into_it(tmp_path):
     assert all(d.certified for d in decisions), [d.reasons for d in decisions if not d.certified]
     assert {(d.asset, d.partition) for d in decisions} == {(a, p) for a in CERTIFIED_ASSETS for p in SAMPLE_DAYS}
     for cache in (evidence._controls, evidence._fingerprints, evidence._revenue):
+        assert cache  # the gate read through it
         for (asset, snapshot_id), read in cache.items():
             built_there = {e.partition for e in ledger.events(states=(BUILT,)) if e.asset == asset and e.snapshot_id == snapshot_id}
             assert set(read) == built_there, (asset, snapshot_id)

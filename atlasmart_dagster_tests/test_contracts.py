@@ -43,6 +43,8 @@ def test_typed_projection_flags_values_that_fail_to_cast(field, value, error):
     assert errors == error
     if error:
         assert value in invalid
+    else:
+        assert invalid is None
 
 
 def test_typed_parquet_columns_are_taken_as_they_are_even_when_described_longhand(tmp_path):
