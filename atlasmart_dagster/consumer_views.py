@@ -6,21 +6,14 @@ consumer ever sees an uncertified or withdrawn version.
 
 from __future__ import annotations
 
-from typing import Iterable
-
 import duckdb
-import pyarrow as pa
 
+from .certification import CERTIFIED_ASSETS
 from .platform import Platform
 from .serving import read_certified
 
-CONSUMER_RELATIONS = ("metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue")
 
-
-def certified_tables(platform: Platform, relations: Iterable[str] = CONSUMER_RELATIONS) -> dict[str, pa.Table]:
-    return {name: read_certified(platform, name) for name in relations}
-
-
-def register_certified(con: duckdb.DuckDBPyConnection, platform: Platform, relations: Iterable[str] = CONSUMER_RELATIONS) -> None:
-    for name, table in certified_tables(platform, relations).items():
-        con.register(name, table)
+def register_certified(con: duckdb.DuckDBPyConnection, platform: Platform) -> None:
+    """Register each certified asset's served version on ``con`` as a relation of the same name."""
+    for name in CERTIFIED_ASSETS:
+        con.register(name, read_certified(platform, name))

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterator
+
+import duckdb
 
 from .clock import format_ts
 from .consumer_views import register_certified
@@ -116,22 +119,40 @@ def current(ledger: Ledger, asset: str) -> Dashboard:
     return Dashboard.from_json(json.loads(rows[-1]["definition_json"])) if rows else DEFAULT_DASHBOARDS[asset]
 
 
-def tile_values(platform: Platform, dashboard: Dashboard) -> dict[str, dict[str, Decimal]]:
-    """``{tile key: {sales_date: value}}`` computed from the certified consumer layer."""
+@contextmanager
+def certified_connection(platform: Platform) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A DuckDB connection with the certified consumer relations registered (once), closed on exit."""
     con = duckdb_connection()
     try:
         register_certified(con, platform)
-        out = {}
-        for tile in dashboard.tiles:
-            rows = con.sql(f"SELECT sales_date::VARCHAR, value FROM ({tile.sql}) ORDER BY 1").fetchall()
-            out[tile.key] = {day: Decimal(value).quantize(Decimal("0.01")) for day, value in rows}
-        return out
+        yield con
     finally:
         con.close()
 
 
-def governed_values(platform: Platform, metric: MetricDefinition = GROSS_REVENUE) -> dict[str, Decimal]:
-    return tile_values(platform, Dashboard("governed", "governed", metric.version, (governed_tile(metric, "g", "g"),)))["g"]
+def tile_values(
+    platform: Platform, dashboard: Dashboard, con: duckdb.DuckDBPyConnection | None = None
+) -> dict[str, dict[str, Decimal]]:
+    """``{tile key: {sales_date: value}}`` computed from the certified consumer layer.
+
+    Pass ``con`` from ``certified_connection`` to evaluate several dashboards
+    without registering the certified relations again for each.
+    """
+    if con is None:
+        with certified_connection(platform) as con:
+            return tile_values(platform, dashboard, con)
+    out = {}
+    for tile in dashboard.tiles:
+        rows = con.sql(f"SELECT sales_date::VARCHAR, value FROM ({tile.sql}) ORDER BY 1").fetchall()
+        out[tile.key] = {day: Decimal(value).quantize(Decimal("0.01")) for day, value in rows}
+    return out
+
+
+def governed_values(
+    platform: Platform, metric: MetricDefinition = GROSS_REVENUE, con: duckdb.DuckDBPyConnection | None = None
+) -> dict[str, Decimal]:
+    governed = Dashboard("governed", "governed", metric.version, (governed_tile(metric, "g", "g"),))
+    return tile_values(platform, governed, con)["g"]
 
 
 def fingerprint(values: dict[str, Decimal]) -> str:

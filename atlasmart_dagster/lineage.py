@@ -11,6 +11,7 @@ from __future__ import annotations
 import dagster as dg
 
 from .contracts import CANONICAL_NAMES, CHANNELS
+from .controls import CONTROL_FIELDS
 
 SOURCE = "erp_order_lines"
 RAW = "raw_order_lines"
@@ -24,7 +25,6 @@ EXECUTIVE = "mart_executive_revenue"
 
 _STAGED = ("order_id", "line_no", "source_seq", "event_ts", "customer_id", "product_id", "channel", "quantity",
            "line_amount_usd", "line_cost_usd", "status")
-_CONTROLS = ("paid_lines", "orders", "units", "revenue_usd", "cost_usd", "gross_profit_usd")
 
 
 def _raw() -> dict:
@@ -68,7 +68,7 @@ COLUMN_LINEAGE: dict[str, dict[str, list[tuple[str, str]]]] = {
         "value_usd": [(FACT, "revenue_usd"), (FACT, "channel")],
     },
     FINANCE: {
-        **{c: [(AGG, c)] for c in _CONTROLS if c != "revenue_usd"},
+        **{c: [(AGG, c)] for c in CONTROL_FIELDS if c != "revenue_usd"},
         "sales_date": [(AGG, "sales_date")],
         "revenue_usd": [(METRIC, "value_usd")],
         "gross_margin_pct": [(AGG, "gross_profit_usd"), (METRIC, "value_usd")],

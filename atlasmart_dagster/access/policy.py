@@ -13,9 +13,9 @@ id; a role is held by principals, never shared credentials.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
 
 from ..errors import AtlasmartError
+from ..pii import PII_COLUMNS
 
 CERTIFIED = "certified"  # newest certified version of each partition
 PUBLISHED = "published"  # the table as published now
@@ -136,21 +136,21 @@ def require(principal_name: str, permission: str) -> Principal:
     return principal
 
 
-def validate_policy(roles: Mapping[str, Role] = ROLES, principals: Mapping[str, Principal] = PRINCIPALS) -> list[str]:
+def validate_policy() -> list[str]:
     """Problems with the policy itself (shared credentials, unknown roles, PII granted)."""
     problems = []
     credentials: dict[str, str] = {}
-    for p in principals.values():
+    for p in PRINCIPALS.values():
         if p.kind not in ("human", "service"):
             problems.append(f"{p.name}: kind must be human or service")
-        if p.role not in roles:
+        if p.role not in ROLES:
             problems.append(f"{p.name}: unknown role {p.role}")
         if p.credential_id in credentials:
             problems.append(f"{p.name} shares credential {p.credential_id} with {credentials[p.credential_id]}")
         credentials[p.credential_id] = p.name
-    for role in roles.values():
+    for role in ROLES.values():
         for grant in role.grants:
-            if grant.relation == "dim_customer" and (grant.columns is None or set(grant.columns) & {"full_name", "email"}):
+            if grant.relation == "dim_customer" and (grant.columns is None or set(grant.columns) & set(PII_COLUMNS)):
                 problems.append(f"{role.name} is granted customer PII")
     return problems
 

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..controls import ControlTuple
+from ..landing import SOURCE_SYSTEM, partition_folder_name
+from ..raw_store import MANIFEST_NAME
 from ..warehouse import duckdb_connection
 
 AMOUNT_PERIOD = 9000
@@ -141,12 +143,12 @@ def generate(
     for n in range(days):
         partition = (first + timedelta(days=n)).isoformat()
         plan = plan_day(partition, rows_per_day)
-        folder = landing / f"sales_date={partition}"
+        folder = landing / partition_folder_name(partition)
         folder.mkdir(parents=True, exist_ok=True)
         data = folder / "order_lines.parquet"
         con.execute(f"COPY ({_day_sql(plan, seq)}) TO '{data}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 131072)")
         manifest = {
-            "source_system": "atlasmart_erp",
+            "source_system": SOURCE_SYSTEM,
             "partition": partition,
             "batch_id": f"GEN-{partition.replace('-', '')}-01",
             "schema_version": "v1",
@@ -157,7 +159,7 @@ def generate(
             "data_file": data.name,
             "data_sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
         }
-        (folder / "_manifest.json").write_text(json.dumps(manifest, indent=2))
+        (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2))
         expected["days"][partition] = {
             **asdict(plan),
             "accepted": plan.accepted,

@@ -55,10 +55,6 @@ QUICK = [
     Scenario("per_partition_7x20k", 7, 20_000, "per_partition", None, "7 days x 20k, one run per day"),
 ]
 
-CHAIN = ("raw_order_lines,stg_order_lines,quarantine_order_lines,fact_sales,agg_daily_sales,"
-         "metric_gross_revenue,mart_finance_daily_sales,mart_executive_revenue")
-
-
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -138,13 +134,14 @@ def _cli_materialize(landing: Path, home: Path, day: str) -> dict:
     """`dagster asset materialize` of one partition from a cold process (the instance prepared beforehand)."""
     dagster_home = home / "dagster"
     dagster_home.mkdir(parents=True, exist_ok=True)
+    from ..automation.jobs import DAILY_CHAIN  # imported here: keeps jobs/checks out of spawned reference children
     from ..dagster_home import packaged_instance_config
 
     (dagster_home / "dagster.yaml").write_text(packaged_instance_config().read_text())
     env = {**os.environ, "ATLASMART_HOME": str(home), "ATLASMART_LANDING": str(landing), "DAGSTER_HOME": str(dagster_home),
            "ATLASMART_FIRST_SALES_DATE": min(day, FIRST_SALES_DATE)}
     command = [str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", "atlasmart_dagster",
-               "--select", CHAIN, "--partition", day]
+               "--select", ",".join(DAILY_CHAIN), "--partition", day]
     started = time.perf_counter()
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
@@ -198,7 +195,7 @@ def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: 
     total_rows = 0
     for n, scenario in enumerate(scenarios):
         days_needed = scenario.days + (1 if scenario.mode == "day" else 0)
-        key = (scenario.rows, max(days_needed, 2 if scenario.mode == "day" else days_needed))
+        key = (scenario.rows, days_needed)
         # the largest dataset of a row size serves every scenario of that size
         reuse = next((v for (rows, days), v in datasets.items() if rows == scenario.rows and days >= days_needed), None)
         if reuse is None:

@@ -153,10 +153,9 @@ def from_asset(defs: dg.Definitions, asset: str, partitions: list[str] | None = 
     g = LineageGraph(defs)
     if asset not in g.specs:
         raise KeyError(f"no asset {asset!r} in the code location")
-    order, seen, queue = [], {asset}, deque([asset])
+    seen, queue = {asset}, deque([asset])
     while queue:
         current = queue.popleft()
-        order.append(current)
         for child in g.children[current]:
             if child not in seen:
                 seen.add(child)
@@ -169,9 +168,10 @@ def from_asset(defs: dg.Definitions, asset: str, partitions: list[str] | None = 
 def from_field(defs: dg.Definitions, source_field: str, partitions: list[str] | None = None) -> BlastRadius:
     """Follow column lineage from ``erp_order_lines.<source_field>``; whole assets past the last lineage."""
     g = LineageGraph(defs)
+    lineage = {asset: g.column_lineage(asset) for asset in g.specs}
     downstream: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for asset in g.specs:
-        for column, deps in g.column_lineage(asset).items():
+        for column, deps in lineage[asset].items():
             for dep in deps:
                 downstream.setdefault(dep, []).append((asset, column))
     columns: dict[str, set[str]] = {SOURCE: {source_field}}
@@ -182,14 +182,15 @@ def from_field(defs: dg.Definitions, source_field: str, partitions: list[str] | 
                 columns[asset].add(column)
                 queue.append((asset, column))
     # assets without column lineage (dashboards, consumer groups) read their parents whole
-    order = [a for a in _topological(g) if a in columns]
+    topological = _topological(g)
+    order = [a for a in topological if a in columns]
     whole: set[str] = set()
-    for asset in _topological(g):
+    for asset in topological:
         if asset in columns or asset in whole:
             for child in g.children[asset]:
-                if child not in columns and not g.column_lineage(child):
+                if child not in columns and not lineage[child]:
                     whole.add(child)
-    order += [a for a in _topological(g) if a in whole and a not in columns]
+    order += [a for a in topological if a in whole and a not in columns]
     affected = [g.affected(a, columns.get(a, ())) for a in order]
     return BlastRadius(f"{SOURCE}.{source_field}", sorted(partitions or []), affected, _edges(g, order))
 

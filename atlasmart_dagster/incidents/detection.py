@@ -24,6 +24,7 @@ import dagster as dg
 from ..certification import CERTIFIED_ASSETS
 from ..checks.names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ..clock import format_ts
+from ..lanes import LANE_TAG
 from ..ledger import BLOCKED_UPSTREAM
 from ..pii import redact_for
 from ..platform import Platform
@@ -72,15 +73,20 @@ def _slo_signals(platform: Platform) -> list[dict[str, Any]]:
 
 def _source_late_signals(platform: Platform, now: datetime) -> list[dict[str, Any]]:
     signals, seen = [], set()
-    for event in platform.ledger.events(asset="raw_order_lines", states=(BLOCKED_UPSTREAM,)):
+    blocked = platform.ledger.events(asset="raw_order_lines", states=(BLOCKED_UPSTREAM,))
+    if not blocked:
+        return signals
+    served = [platform.ledger.served_map(asset) for asset in CERTIFIED_ASSETS]
+    last_built: dict[str, int] = {}
+    for e in platform.ledger.events(asset="raw_order_lines", states=("BUILT",)):
+        last_built[e.partition] = max(e.id, last_built.get(e.partition, e.id))
+    for event in blocked:
         partition = event.partition
         if partition in seen or now < scheduled_at(partition) + SOURCE_LATE_GRACE:
             continue
-        if all(platform.ledger.served(asset, partition) for asset in CERTIFIED_ASSETS):
+        if all(partition in by_partition for by_partition in served):
             continue
-        later_loads = [e for e in platform.ledger.events(asset="raw_order_lines", partition=partition, states=("BUILT",))
-                       if e.id > event.id]
-        if later_loads:
+        if last_built.get(partition, event.id) > event.id:  # loaded after it was blocked
             continue
         seen.add(partition)
         signals.append({
@@ -102,7 +108,7 @@ def _run_failure_signals(platform: Platform, instance: dg.DagsterInstance) -> li
     signals = []
     for record in instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE])):
         run = record.dagster_run
-        if run.run_id in blocked_runs or "atlasmart/lane" not in run.tags:
+        if run.run_id in blocked_runs or LANE_TAG not in run.tags:
             continue
         partition = run.tags.get("dagster/partition") or run.tags.get("dagster/asset_partition_range_start")
         signals.append({
@@ -143,10 +149,19 @@ def _matches(incident: Incident, signal: dict[str, Any]) -> bool:
     return bool(signal.get("asset")) and same_check
 
 
-def route(store: IncidentStore, signal: dict[str, Any], at: datetime, actor: str) -> str | None:
-    """Attach a new signal to the open incident it belongs to, or open one. None if already seen."""
-    if signal["key"] in store.seen_signal_keys():
+def route(
+    store: IncidentStore, signal: dict[str, Any], at: datetime, actor: str, seen: set[str] | None = None
+) -> str | None:
+    """Attach a new signal to the open incident it belongs to, or open one. None if already seen.
+
+    ``seen`` (the keys already routed, from ``store.seen_signal_keys()``) saves
+    re-reading every signal event per call; the routed key is added to it.
+    """
+    if seen is None:
+        seen = store.seen_signal_keys()
+    if signal["key"] in seen:
         return None
+    seen.add(signal["key"])
     for incident in store.open_incidents():
         if _matches(incident, signal):
             store.append(incident.id, at, actor, "signal", signal["detail"], data=signal)
@@ -161,8 +176,11 @@ def detect(platform: Platform, instance: dg.DagsterInstance | None = None, actor
     store = IncidentStore(platform.ledger)
     at = platform.clock.now()
     touched = []
+    seen = store.seen_signal_keys()
     for signal in collect_signals(platform, instance):
-        incident_id = route(store, signal, at, actor)
+        if signal["key"] in seen:
+            continue
+        incident_id = route(store, signal, at, actor, seen)
         if incident_id and incident_id not in touched:
             touched.append(incident_id)
     return touched

@@ -50,21 +50,21 @@ class Incident:
     def signals(self) -> list[dict[str, Any]]:
         return [e["data"] for e in self.of_kind("signal")]
 
-    @property
-    def partitions(self) -> list[str]:
-        days = {s.get("partition") for s in self.signals if s.get("partition")}
+    def _scoped(self, signal_field: str, scope_field: str) -> list[str]:
+        """Sorted union of a field over the signals and the latest scope event's list."""
+        values = {s.get(signal_field) for s in self.signals if s.get(signal_field)}
         scope = self.latest("scope")
         if scope:
-            days.update(scope["data"].get("partitions", []))
-        return sorted(days)
+            values.update(scope["data"].get(scope_field, []))
+        return sorted(values)
+
+    @property
+    def partitions(self) -> list[str]:
+        return self._scoped("partition", "partitions")
 
     @property
     def assets(self) -> list[str]:
-        assets = {s.get("asset") for s in self.signals if s.get("asset")}
-        scope = self.latest("scope")
-        if scope:
-            assets.update(scope["data"].get("assets", []))
-        return sorted(assets)
+        return self._scoped("asset", "assets")
 
     def to_json(self, with_events: bool = True) -> dict[str, Any]:
         data = {
@@ -153,18 +153,24 @@ class IncidentStore:
             return
         self.append(incident.id, at, actor, "status", message, status=status)
 
-    def get(self, incident_id: str) -> Incident:
-        rows = self.ledger.rows("incidents", "id = ?", (incident_id,))
-        if not rows:
-            raise IncidentError(f"no incident {incident_id}")
-        row = rows[0]
-        events = self.ledger.rows("incident_events", "incident_id = ?", (incident_id,))
+    @staticmethod
+    def _incident(row: dict[str, Any], events: list[dict[str, Any]]) -> Incident:
         for event in events:
             event["data"] = json.loads(event.pop("data_json") or "{}")
         return Incident(row["id"], row["title"], row["opened_at"], row["opened_by"], events)
 
+    def get(self, incident_id: str) -> Incident:
+        rows = self.ledger.rows("incidents", "id = ?", (incident_id,))
+        if not rows:
+            raise IncidentError(f"no incident {incident_id}")
+        return self._incident(rows[0], self.ledger.rows("incident_events", "incident_id = ?", (incident_id,)))
+
     def all(self) -> list[Incident]:
-        return [self.get(row["id"]) for row in self.ledger.rows("incidents")]
+        """Every incident, in opening order (two queries: incidents, then all their events)."""
+        by_incident: dict[str, list[dict[str, Any]]] = {}
+        for event in self.ledger.rows("incident_events"):
+            by_incident.setdefault(event["incident_id"], []).append(event)
+        return [self._incident(row, by_incident.get(row["id"], [])) for row in self.ledger.rows("incidents")]
 
     def open_incidents(self) -> list[Incident]:
         return [i for i in self.all() if i.status != RESOLVED]

@@ -80,13 +80,14 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
                 against[SEMANTIC].append(f"{partition}: a consumer figure disagrees, but the pipeline itself is failing")
 
         # 4. performance
-        for slo in ledger.slo_records(partition):
+        slo_records = ledger.slo_records(partition)
+        for slo in slo_records:
             if slo["met"] or slo["objective"] not in ("availability", "freshness"):
                 continue
             timeline = slo["timeline"]
             if not pipeline_green:
                 continue
-            duration = next((s for s in ledger.slo_records(partition) if s["objective"] == "duration"), None)
+            duration = next((s for s in slo_records if s["objective"] == "duration"), None)
             queue = (minutes_between(parse_ts(timeline["ready_at"]), parse_ts(timeline["run_started_at"]))
                      if timeline.get("ready_at") and timeline.get("run_started_at") else None)
             slow = duration is not None and not duration["met"]

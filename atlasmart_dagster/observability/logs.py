@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..home import AtlasmartHome
+from ..lanes import LANE_TAG
 from ..pii import redact
 
 
@@ -43,7 +44,7 @@ class JsonLogFormatter(logging.Formatter):
             "job": meta.get("job_name"),
             "step": meta.get("step_key"),
             "partition": _partition(tags),
-            "lane": tags.get("atlasmart/lane"),
+            "lane": tags.get(LANE_TAG),
             "event_type": getattr(event, "event_type_value", None) if event else None,
         }
         message = meta.get("orig_message", record.getMessage())
@@ -68,19 +69,29 @@ class JsonLinesHandler(logging.Handler):
     def __init__(self, level: int = logging.INFO, home: str | None = None):
         super().__init__(level)
         self._home = home
+        # an explicit home is fixed: resolve it once; without one, resolve per record ($ATLASMART_HOME may change)
+        self._path = self._resolve(home) if home else None
         self.setFormatter(JsonLogFormatter())
+
+    @staticmethod
+    def _resolve(home: str | None) -> Path:
+        return AtlasmartHome.resolve(home).root / "logs" / "runs.jsonl"
 
     @property
     def path(self) -> Path:
-        return AtlasmartHome.resolve(self._home).root / "logs" / "runs.jsonl"
+        return self._path or self._resolve(self._home)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record)
             path = self.path
             with self._lock:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "a", encoding="utf-8") as handle:
+                try:
+                    handle = open(path, "a", encoding="utf-8")
+                except FileNotFoundError:  # first record (or the folder was removed): create it
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    handle = open(path, "a", encoding="utf-8")
+                with handle:
                     handle.write(line + "\n")
         except Exception:  # noqa: BLE001 - logging must never break a run
             self.handleError(record)

@@ -34,6 +34,7 @@ from ..checks.names import SOURCE_CONTRACT_CONFORMS
 from ..clock import parse_ts
 from ..ledger import BUILT, CERTIFIED
 from ..platform import Platform
+from ..slo import OBJECTIVES
 
 
 class LedgerCollector(Collector):
@@ -76,7 +77,7 @@ class LedgerCollector(Collector):
         yield freshness
         misses = CounterMetricFamily("atlasmart_slo_misses", "Missed SLO evaluations.", labels=["objective"])
         missed = Counter(r["objective"] for r in slo if not r["met"])
-        for objective in ("freshness", "completeness", "duration", "availability"):
+        for objective in OBJECTIVES:
             misses.add_metric([objective], missed.get(objective, 0))
         yield misses
 
