@@ -95,7 +95,7 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
             if slow or queued:
                 mechanisms[PERFORMANCE].append(
                     f"{partition}: certified late with reconciled data; run duration {duration['value'] if duration else '?'} min, "
-                    f"queued {queue:g} min after the source was ready")
+                    f"queued {'?' if queue is None else f'{queue:g}'} min after the source was ready")
             else:
                 against[PERFORMANCE].append(
                     f"{partition}: run took {duration['value'] if duration else '?'} min and started "
