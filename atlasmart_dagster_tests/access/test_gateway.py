@@ -15,12 +15,17 @@ PII = ["Avery Synthetic", "avery@example.invalid", "Blake Synthetic", "blake@exa
        "example.invalid"]
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    env = Env(tmp_path_factory.mktemp("gateway"))
+def _loaded(root) -> Env:
+    env = Env(root)
     assert run_reference(env.defs, env.instance)
     assert run_chain(env.defs, env.instance, env.platform, SAMPLE_DAYS, lane="backfill").success
     return env
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Shared by the read-only tests."""
+    return _loaded(tmp_path_factory.mktemp("gateway"))
 
 
 DENIED = [(role, rel) for rel, cells in matrix().items() for role, cell in cells.items() if cell == "deny"]
@@ -123,9 +128,11 @@ def test_policy_has_separate_principals_and_no_shared_credentials():
     assert not set(etl.readable) & {"metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue"}
 
 
-def test_only_incident_responders_may_withdraw_certification(world):
+def test_only_incident_responders_may_withdraw_certification(tmp_path):
     from atlasmart_dagster.incidents.detection import consumer_report
     from atlasmart_dagster.incidents.workflow import IncidentWorkflow
+
+    world = _loaded(tmp_path)  # its own: withdrawing would change what the shared world serves
 
     incident = consumer_report(world.platform, "cfo@atlasmart.example", "figures look odd", None, "2026-09-18")
     wf = IncidentWorkflow(world.platform, world.defs, world.instance)

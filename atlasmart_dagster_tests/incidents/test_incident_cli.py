@@ -45,7 +45,9 @@ def test_incident_lifecycle_through_the_cli(env, capsys):
     assert listed["status"] == "open" and listed["partitions"] == [DAY]
     assert listed["signals"][0]["observed"]["cost_usd"] == "140.00"
 
-    cli(env, capsys, "incident", "note", incident_id, "--text", "cost looks +10 on the 20th", "--actor", "oncall@atlasmart.example")
+    code, _ = cli(env, capsys, "incident", "note", incident_id, "--text", "cost looks +10 on the 20th",
+                  "--actor", "oncall@atlasmart.example")
+    assert code == 0
 
     code, out = cli(env, capsys, "incident", "contain", incident_id, "--json", "--actor", "oncall@atlasmart.example")
     contained = json.loads(out)
@@ -89,7 +91,8 @@ def test_incident_lifecycle_through_the_cli(env, capsys):
     action = json.loads(out)["action_id"]
     with pytest.raises(SystemExit, match="needs the evidence"):
         main(["--home", str(env.home), "--clock", "logical", "incident", "postmortem", incident_id, "--complete", action])
-    cli(env, capsys, "incident", "postmortem", incident_id, "--complete", action, "--evidence", "CI run 42 green")
+    code, _ = cli(env, capsys, "incident", "postmortem", incident_id, "--complete", action, "--evidence", "CI run 42 green")
+    assert code == 0
     code, out = cli(env, capsys, "incident", "resolve", incident_id, "--summary", "agg rebuilt and re-certified")
     assert code == 0
 
