@@ -179,6 +179,20 @@ def run_reference(defs: dg.Definitions, instance: dg.DagsterInstance, log_level:
     return job.execute_in_process(run_config=console_config(log_level), instance=instance, raise_on_error=False).success
 
 
+def run_golden_checks(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    platform: Platform,
+    actor: str,
+    log_level: str | None = None,
+) -> tuple[dg.ExecuteInProcessResult, list[GateDecision]]:
+    """Run the dashboards' golden cross-checks (``dashboard_checks_job``), then certify what they cleared."""
+    job = defs.resolve_job_def("dashboard_checks_job")
+    result = job.execute_in_process(run_config=console_config(log_level), instance=instance, raise_on_error=False)
+    decisions = certify_run(platform, result.run_id, result.success, actor=actor)
+    return result, decisions
+
+
 def run_checks(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,

@@ -174,11 +174,9 @@ def cmd_dashboard(args: argparse.Namespace, ctx: CliContext) -> int:
     elif args.action == "restore":
         dashboard = DEFAULT_DASHBOARDS[args.dashboard]
     else:  # check
-        from ..certification import certify_run
+        from ..runs import run_golden_checks
 
-        job = ctx.defs.resolve_job_def("dashboard_checks_job")
-        result = job.execute_in_process(instance=ctx.instance, raise_on_error=False)
-        decisions = certify_run(ctx.platform, result.run_id, result.success, actor=args.actor)
+        _, decisions = run_golden_checks(ctx.defs, ctx.instance, ctx.platform, args.actor, ctx.log_level)
         print_json([d.to_json() for d in decisions])
         return 0
     deploy(ledger, dashboard, args.actor, args.reason or args.action, ctx.platform.clock.now())

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,9 @@ import dagster as dg
 
 from ..backfills import BackfillRequest, run_backfill
 from ..checks.names import AGG_MATCHES_FACT
-from ..clock import RUN_FINISHED, RUN_STARTED
+from ..clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
 from ..controls import ControlTuple
+from ..lanes import LANE_TAG
 from ..ledger import BLOCKED_UPSTREAM, CERTIFIED
 from ..reconcile import controls_of, fingerprints_of
 from ..retries import INJECT_TRANSIENT_TAG
@@ -61,6 +62,9 @@ REPAIR_DAY = "2026-09-20"
 INCIDENT = "DRILL-FAILED-LOAD"
 CERTIFIED_SPECS = (METRIC_GROSS_REVENUE, MART_FINANCE_DAILY_SALES, MART_EXECUTIVE_REVENUE)
 ALL_LAYERS = (STG_ORDER_LINES, FACT_SALES, AGG_DAILY_SALES, *CERTIFIED_SPECS)
+SCHEDULED = "08:00"  # when the drill fires the daily schedule (D+1)
+CORRUPTION_USD = 10  # the cost error injected into agg_daily_sales for REPAIR_DAY
+COMPLETE_PCT = 100  # the scripted batches lose no row
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,18 @@ class Timeline:
 
     def ts(self, hm: str) -> str:
         return f"{NEXT}T{hm}:00Z"
+
+    def minutes(self, start: str, end: str) -> float:
+        return minutes_between(parse_ts(self.ts(start)), parse_ts(self.ts(end)))
+
+    def expected_slo(self) -> dict[str, float]:
+        """The SLO figures this script implies, from its own times (not from the SLO code)."""
+        return {
+            "freshness": self.minutes(self.ready, self.certify),
+            "completeness": COMPLETE_PCT,
+            "duration": self.minutes(self.start, self.finish),
+            "availability": self.minutes(SCHEDULED, self.certify),
+        }
 
 
 HEALTHY = Timeline("healthy", ready="08:04", start="08:05", finish="08:12", certify="08:16")
@@ -94,6 +110,13 @@ def _served_fingerprints(world: DrillWorld, partition: str) -> dict[str, str]:
     return out
 
 
+def _day_fingerprints(world: DrillWorld, day: str) -> dict[str, str]:
+    """What consumers are served for ``day`` and every layer's current fingerprint of it."""
+    wh = world.platform.warehouse
+    return {**_served_fingerprints(world, day),
+            **{f"{s.name}@current": fingerprints_of(wh, s, [day])[day] for s in ALL_LAYERS}}
+
+
 def _slo_json(results) -> dict[str, Any]:
     return {
         r.objective: {"value": r.value, "unit": r.unit, "target": r.target, "met": r.met, "missed_by": r.missed_by}
@@ -110,7 +133,7 @@ def play_daily_load(world: DrillWorld, timeline: Timeline) -> dict[str, Any]:
     world.signal("setup", f"history {HISTORY[0]}..{HISTORY[-1]} loaded and certified in the backfill lane")
 
     # 2. the clock fires before the source is ready
-    world.at(f"{NEXT}T08:00:00Z")
+    world.at(timeline.ts(SCHEDULED))
     request = world.tick_schedule()
     blocked = world.execute("scheduled load (manifest not landed)", request)
     blocked_event = world.platform.ledger.events(partition=DAY, states=(BLOCKED_UPSTREAM,))[-1]
@@ -136,10 +159,9 @@ def play_daily_load(world: DrillWorld, timeline: Timeline) -> dict[str, Any]:
         timeline.ts(timeline.start),
         phases={RUN_STARTED: timeline.ts(timeline.start), RUN_FINISHED: timeline.ts(timeline.finish)},
     )
-    requests, _ = world.tick_sensor()
-    (load_request,) = [r for r in requests if r.partition_key == DAY]
-    world.signal("sensor_request", f"landing_manifest_sensor requested the load of {DAY} in the {load_request.tags['atlasmart/lane']} lane")
-    load = world.execute("sensor-triggered load", load_request, extra_tags={INJECT_TRANSIENT_TAG: "fact_sales"})
+    load_request, load = world.load_from_sensor("sensor-triggered load", DAY, extra_tags={INJECT_TRANSIENT_TAG: "fact_sales"})
+    # the clock does not move during the run: the signal carries the request's time
+    world.signal("sensor_request", f"landing_manifest_sensor requested the load of {DAY} in the {load_request.tags[LANE_TAG]} lane")
     fact_events = next(r for r in world.runs if r["run_id"] == load.run_id)["step_events"]["fact_sales"]
     retried = "STEP_UP_FOR_RETRY" in fact_events and fact_events[-1] == "STEP_SUCCESS"
     world.signal("retry", "fact_sales attempt 1 failed (transient, injected); retried under the retry policy; succeeded",
@@ -157,7 +179,7 @@ def play_daily_load(world: DrillWorld, timeline: Timeline) -> dict[str, Any]:
     published_once = sum(1 for e in world.platform.ledger.events(asset="fact_sales", partition=DAY) if e.run_id == load.run_id)
     return {
         "timeline": {"ready_at": timeline.ready, "run_started": timeline.start, "run_finished": timeline.finish,
-                     "certified": timeline.certify, "scheduled": "08:00"},
+                     "certified": timeline.certify, "scheduled": SCHEDULED},
         "slo": _slo_json(slo),
         "slo_all_met": all(r.met for r in slo),
         "blocked_run": {
@@ -169,21 +191,24 @@ def play_daily_load(world: DrillWorld, timeline: Timeline) -> dict[str, Any]:
             "consumer_state": status.state,
             "history_still_served": served_history,
         },
-        "sensor": {"skipped": waiting, "requested_lane": load_request.tags["atlasmart/lane"]},
+        "sensor": {"skipped": waiting, "requested_lane": load_request.tags[LANE_TAG]},
         "retry": {"step": "fact_sales", "events": fact_events, "recovered": retried, "fact_publications": published_once},
         "certified": {"partition": DAY, "controls": str(controls), "assets": sorted(d.asset for d in decisions if d.certified)},
     }
 
 
-def play_historical_repair(world: DrillWorld) -> dict[str, Any]:
-    """Step 5: corrupt, detect by reconciliation, repair the smallest scope, re-certify."""
+def play_historical_repair(world: DrillWorld) -> tuple[dict[str, Any], ControlTuple]:
+    """Step 5: corrupt, detect by reconciliation, repair the smallest scope, re-certify.
+
+    Returns the evidence and the aggregate's controls as recorded before the corruption.
+    """
     wh = world.platform.warehouse
     world.at(f"{NEXT}T09:00:00Z")
-    neighbour_before = {**_served_fingerprints(world, DAY),
-                        **{f"{s.name}@current": fp for s, fp in ((s, fingerprints_of(wh, s, [DAY])[DAY]) for s in ALL_LAYERS)}}
-    corrupt_aggregate_cost(world.platform, REPAIR_DAY, +10)
+    neighbour_before = _day_fingerprints(world, DAY)
+    recorded = controls_of(wh, AGG_DAILY_SALES, [REPAIR_DAY])[REPAIR_DAY]
+    corrupt_aggregate_cost(world.platform, REPAIR_DAY, +CORRUPTION_USD)
     corrupted = controls_of(wh, AGG_DAILY_SALES, [REPAIR_DAY])[REPAIR_DAY]
-    world.signal("fault", f"agg_daily_sales {REPAIR_DAY} published with cost +10 USD: {corrupted}")
+    world.signal("fault", f"agg_daily_sales {REPAIR_DAY} published with cost {CORRUPTION_USD:+d} USD: {corrupted}")
 
     world.at(f"{NEXT}T09:02:00Z")
     check_key = dg.AssetCheckKey(dg.AssetKey(AGG_DAILY_SALES.name), AGG_MATCHES_FACT)
@@ -201,20 +226,19 @@ def play_historical_repair(world: DrillWorld) -> dict[str, Any]:
     world.at(f"{NEXT}T09:05:00Z")
     request = BackfillRequest(
         start=REPAIR_DAY, end=REPAIR_DAY, operator="on-call data engineer (drill)",
-        reason="agg_daily_sales cost corrupted by +10 USD; rebuild from fact_sales (source of truth)",
+        reason=f"agg_daily_sales cost corrupted by {CORRUPTION_USD:+d} USD; rebuild from fact_sales (source of truth)",
         incident_id=INCIDENT, start_at=AGG_DAILY_SALES.name,
     )
     repair = run_backfill(world.defs, world.instance, world.platform, request, log_level=world.log_level)
     world.record_run("historical repair (backfill lane)", repair)
     repaired = controls_of(wh, AGG_DAILY_SALES, [REPAIR_DAY])[REPAIR_DAY]
     recert = [e for e in world.platform.ledger.events(partition=REPAIR_DAY, states=(CERTIFIED,)) if e.run_id == repair.run_id]
-    neighbour_after = {**_served_fingerprints(world, DAY),
-                       **{f"{s.name}@current": fp for s, fp in ((s, fingerprints_of(wh, s, [DAY])[DAY]) for s in ALL_LAYERS)}}
+    neighbour_after = _day_fingerprints(world, DAY)
     rebuilt = sorted(k for k, v in next(r for r in world.runs if r["run_id"] == repair.run_id)["step_events"].items()
                      if "ASSET_MATERIALIZATION" in v)
     world.signal("repaired", f"{REPAIR_DAY} rebuilt from {AGG_DAILY_SALES.name} down in the backfill lane: {repaired}; "
                  f"re-certified ({len(recert)} products); {DAY} fingerprints unchanged: {neighbour_before == neighbour_after}")
-    return {
+    evidence = {
         "partition": REPAIR_DAY,
         "corrupted_controls": str(corrupted),
         "detected_by": f"{AGG_DAILY_SALES.name}:{AGG_MATCHES_FACT}",
@@ -228,6 +252,7 @@ def play_historical_repair(world: DrillWorld) -> dict[str, Any]:
         "neighbour_fingerprints_unchanged": neighbour_before == neighbour_after,
         "facts_untouched": "fact_sales" not in rebuilt,
     }
+    return evidence, recorded
 
 
 def play_replay(world: DrillWorld) -> dict[str, Any]:
@@ -242,16 +267,17 @@ def play_replay(world: DrillWorld) -> dict[str, Any]:
     replay = run_backfill(world.defs, world.instance, world.platform, request, log_level=world.log_level)
     world.record_run("replay from raw store (backfill lane)", replay)
     after = {s.name: fingerprints_of(wh, s, [REPAIR_DAY])[REPAIR_DAY] for s in ALL_LAYERS}
+    bytes_identical = bytes_before == _fact_bytes(world, REPAIR_DAY)
     raw_built = world.platform.ledger.events(asset="raw_order_lines", partition=REPAIR_DAY)[-1]
     world.signal("replayed", f"{REPAIR_DAY} replayed from the raw store: fingerprints identical {before == after}, "
-                 f"fact Parquet bytes identical {bytes_before == _fact_bytes(world, REPAIR_DAY)}")
+                 f"fact Parquet bytes identical {bytes_identical}")
     return {
         "partition": REPAIR_DAY,
         "source": "raw store" if raw_built.run_id == replay.run_id else "unknown",
         "batch_ids": raw_built.detail.get("batch_ids"),
         "fingerprints": after,
         "fingerprints_identical": before == after,
-        "fact_parquet_bytes_identical": bytes_before == _fact_bytes(world, REPAIR_DAY),
+        "fact_parquet_bytes_identical": bytes_identical,
         "status": partition_status(world.platform, REPAIR_DAY).state,
     }
 
@@ -261,12 +287,15 @@ def run_drill(workdir: Path, ephemeral_instance: bool = False, log_level: str | 
     workdir = Path(workdir)
     healthy_world = DrillWorld(workdir / "healthy", ephemeral_instance, log_level)
     healthy = play_daily_load(healthy_world, HEALTHY)
-    repair = play_historical_repair(healthy_world)
+    repair, recorded = play_historical_repair(healthy_world)
     replay = play_replay(healthy_world)
     late_world = DrillWorld(workdir / "late_manifest", ephemeral_instance, log_level)
     late = play_daily_load(late_world, LATE_MANIFEST)
 
-    expected = {"freshness": 12, "completeness": 100, "duration": 7, "availability": 16}
+    expected, expected_late = HEALTHY.expected_slo(), LATE_MANIFEST.expected_slo()
+    # the fault moves cost up and profit down by the same amount; the repair must restore what was recorded
+    expected_corrupted = replace(recorded, cost_usd=recorded.cost_usd + CORRUPTION_USD,
+                                 gross_profit_usd=recorded.gross_profit_usd - CORRUPTION_USD)
     acceptance = {
         "blocked_run_published_nothing": healthy["blocked_run"]["materialized_assets"] == [],
         "blocked_day_delayed_history_served": healthy["blocked_run"]["consumer_state"] == "DELAYED"
@@ -274,9 +303,10 @@ def run_drill(workdir: Path, ephemeral_instance: bool = False, log_level: str | 
         "transient_failure_retried_and_published_once": healthy["retry"]["recovered"]
         and healthy["retry"]["fact_publications"] == 1,
         "healthy_slo_figures": {k: v["value"] for k, v in healthy["slo"].items()} == expected and healthy["slo_all_met"],
-        "late_manifest_slo_figures": late["slo"]["freshness"]["value"] == 6 and late["slo"]["availability"]["value"] == 18,
-        "repair_detected_by_reconciliation": repair["corrupted_controls"] == str(ControlTuple(3, 2, 4, 185, 140, 45)),
-        "repair_restored_controls": repair["repaired_controls"] == str(ControlTuple(3, 2, 4, 185, 130, 55)),
+        "late_manifest_slo_figures": late["slo"]["freshness"]["value"] == expected_late["freshness"]
+        and late["slo"]["availability"]["value"] == expected_late["availability"],
+        "repair_detected_by_reconciliation": repair["corrupted_controls"] == str(expected_corrupted),
+        "repair_restored_controls": repair["repaired_controls"] == str(recorded),
         "repair_smallest_scope_in_backfill_lane": repair["facts_untouched"] and repair["repair_lane"] == "backfill",
         "repair_recertified": len(repair["recertified_assets"]) == 3,
         "current_day_fingerprint_unchanged": repair["neighbour_fingerprints_unchanged"],
@@ -305,9 +335,9 @@ def run_drill(workdir: Path, ephemeral_instance: bool = False, log_level: str | 
 
 
 def signals_text(healthy: DrillWorld, late: DrillWorld) -> str:
-    lines = ["Timeline: healthy source (manifest ready 08:04)"]
+    lines = [f"Timeline: healthy source (manifest ready {HEALTHY.ready})"]
     lines += [f"  {hhmm(s.at)}  {s.kind:<15} {s.message}" for s in healthy.signals]
-    lines += ["", "Timeline: late manifest (ready 08:12)"]
+    lines += ["", f"Timeline: late manifest (ready {LATE_MANIFEST.ready})"]
     lines += [f"  {hhmm(s.at)}  {s.kind:<15} {s.message}" for s in late.signals if s.kind != "setup"]
     return "\n".join(lines)
 
@@ -320,7 +350,7 @@ def operator_notes(summary: dict, healthy: DrillWorld, late: DrillWorld) -> str:
 All times UTC on logical time; every run below is a real Dagster run (see evidence/runs.json).
 
 ## What happened
-- 08:00 the daily schedule fired for {DAY}. The ERP manifest was not there:
+- {h['timeline']['scheduled']} the daily schedule fired for {DAY}. The ERP manifest was not there:
   the load recorded BLOCKED_UPSTREAM ({'; '.join(h['blocked_run']['problems'])}),
   published nothing (materialized: {h['blocked_run']['materialized_assets'] or 'none'}) and ran nothing downstream.
   Consumers saw {DAY} as {h['blocked_run']['consumer_state']}; {', '.join(h['blocked_run']['history_still_served'])} stayed certified and served.
@@ -332,7 +362,7 @@ All times UTC on logical time; every run below is a real Dagster run (see eviden
   SLOs: {slo(h['slo'])}.
 
 ## Historical repair
-- agg_daily_sales {r['partition']} was published with cost +10 USD: {r['corrupted_controls']}.
+- agg_daily_sales {r['partition']} was published with cost {CORRUPTION_USD:+d} USD: {r['corrupted_controls']}.
 - Detected by {r['detected_by']}: observed cost {r['observed']['cost_usd']} vs {r['expected']['cost_usd']} from fact_sales.
 - Repaired by rebuilding only {r['partition']} from agg_daily_sales down ({', '.join(r['repair_scope'])}) in the {r['repair_lane']} lane,
   requested by {r['repair_request']['operator']} for {r['repair_request']['incident']}: {r['repaired_controls']}.

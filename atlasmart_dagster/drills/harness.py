@@ -85,17 +85,17 @@ class DrillWorld:
         return s
 
     def day_dir(self, partition: str) -> Path:
-        return self.landing / f"sales_date={partition}"
+        return self.platform.landing.folder(partition)
 
     def withhold_manifest(self, partition: str) -> None:
         """The ERP has written the data file but not the manifest yet."""
-        (self.day_dir(partition) / "_manifest.json").rename(self.withheld / f"{partition}.json")
+        self.platform.landing.manifest_path(partition).rename(self.withheld / f"{partition}.json")
 
     def land_manifest(self, partition: str, ready_at: str | None = None) -> dict:
         manifest = json.loads((self.withheld / f"{partition}.json").read_text())
         if ready_at:
             manifest["ready_at"] = ready_at  # the hash covers the data file only
-        (self.day_dir(partition) / "_manifest.json").write_text(json.dumps(manifest, indent=2))
+        self.platform.landing.manifest_path(partition).write_text(json.dumps(manifest, indent=2))
         (self.withheld / f"{partition}.json").unlink()
         return manifest
 
@@ -106,6 +106,14 @@ class DrillWorld:
 
     def tick_sensor(self) -> tuple[list[dg.RunRequest], list[str]]:
         return plan_manifest_runs(self.platform)
+
+    def load_from_sensor(
+        self, label: str, partition: str, extra_tags: dict[str, str] | None = None
+    ) -> tuple[dg.RunRequest, RunOutcome]:
+        """Tick the manifest sensor and execute the one run it requests for ``partition``."""
+        requests, _ = self.tick_sensor()
+        (request,) = [r for r in requests if r.partition_key == partition]
+        return request, self.execute(label, request, extra_tags)
 
     def execute(self, label: str, request: dg.RunRequest, extra_tags: dict[str, str] | None = None) -> RunOutcome:
         tags = {k: v for k, v in request.tags.items() if not k.startswith("dagster/")}

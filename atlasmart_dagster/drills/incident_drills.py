@@ -11,20 +11,23 @@ from raw, re-certification, resolution and a postmortem with owned actions.
 from __future__ import annotations
 
 import shutil
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
 from ..approvals import approve
-from ..clock import RUN_FINISHED, RUN_STARTED
-from ..controls import total
+from ..clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
+from ..controls import ControlTuple, format_money, total
 from ..dashboards import EXECUTIVE_DASHBOARD, Dashboard, Tile, deploy, governed_values
 from ..incidents.detection import detect
 from ..lanes import INCLUDE_CURRENT_TAG
 from ..incidents.store import Incident
 from ..incidents.workflow import IncidentWorkflow, canonical_controls
-from ..serving import partition_status
-from ..slo import latest_results
-from ..tables import FACT_SALES, STG_ORDER_LINES
+from ..platform import Platform
+from ..reconcile import controls_of
+from ..serving import partition_status, read_certified
+from ..slo import due_at, latest_results
+from ..tables import FACT_SALES, MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES, STG_ORDER_LINES
 from .harness import DrillWorld, hhmm, write_json
 from .landing_helpers import drift_rename_field
 
@@ -36,6 +39,38 @@ ONCALL = "oncall@atlasmart.example"  # a human principal holding incident_respon
 
 def at(hm: str) -> str:
     return f"{NEXT}T{hm}:00Z"
+
+
+def canonical_total(platform: Platform) -> ControlTuple:
+    """Controls of every drill day recomputed from raw, independent of every published layer."""
+    return total(canonical_controls(platform, ALL_DAYS).values())
+
+
+def served_total(platform: Platform) -> ControlTuple:
+    """Controls of what consumers are served: the certified finance mart, over every drill day."""
+    served = [platform.ledger.served(MART_FINANCE_DAILY_SALES.name, d) for d in ALL_DAYS]
+    return total(s.certification.controls for s in served if s and s.certification.controls)
+
+
+def fact_total(platform: Platform) -> ControlTuple:
+    return total(controls_of(platform.warehouse, FACT_SALES, ALL_DAYS).values())
+
+
+def totals_reconcile(platform: Platform) -> bool:
+    """Raw evidence, the facts and what consumers are served agree (and are not empty)."""
+    canonical = canonical_total(platform)
+    return canonical != ControlTuple() and canonical == fact_total(platform) == served_total(platform)
+
+
+def certified_at(platform: Platform, partition: str) -> str:
+    """HH:MM of the certification consumers are served for ``partition``."""
+    return hhmm(platform.ledger.served(MART_FINANCE_DAILY_SALES.name, partition).certification.recorded_at)
+
+
+def certified_marketplace_revenue(platform: Platform) -> Decimal:
+    """Marketplace revenue of every drill day, as the certified executive mart serves it."""
+    table = read_certified(platform, MART_EXECUTIVE_REVENUE.name, ALL_DAYS)
+    return sum((Decimal(str(v)) for v in table.column("revenue_marketplace_usd").to_pylist()), Decimal("0.00"))
 
 
 class IncidentDrill:
@@ -61,15 +96,13 @@ class IncidentDrill:
         w.signal("setup", f"history {days[0]}..{days[-1]} loaded and certified; dashboards golden-checked")
 
     def golden_checks(self, label: str):
-        from ..certification import certify_run
-        from ..runs import console_config
+        from ..runs import run_golden_checks
 
         w = self.world
-        job = w.defs.resolve_job_def("dashboard_checks_job")
-        result = job.execute_in_process(run_config=console_config(w.log_level), instance=w.instance, raise_on_error=False)
+        result, decisions = run_golden_checks(w.defs, w.instance, w.platform, "certification_sensor", w.log_level)
         w.runs.append({"label": label, "run_id": result.run_id, "partitions": [], "lane": None,
                        "success": result.success, "failures": [], "step_events": {}})
-        return certify_run(w.platform, result.run_id, result.success, actor="certification_sensor")
+        return decisions
 
     def detect(self) -> list[str]:
         touched = detect(self.world.platform, self.world.instance)
@@ -102,7 +135,7 @@ class IncidentDrill:
     # -- evidence -----------------------------------------------------------
     def finish(self, incident_id: str, figures: dict[str, Any], acceptance: dict[str, bool]) -> dict[str, Any]:
         incident = self.wf.get(incident_id)
-        totals = total(canonical_controls(self.world.platform, ALL_DAYS).values())
+        totals = canonical_total(self.world.platform)
         summary = {
             "drill": self.name,
             "incident": incident.id,
@@ -177,6 +210,7 @@ Controls after repair: {summary['controls_total_after']}.
 
 class SourceLateDrill(IncidentDrill):
     name = "source-late"
+    certify_at = "09:18"  # when the gate runs after the late load
 
     def play(self) -> dict[str, Any]:
         w = self.world
@@ -199,20 +233,20 @@ class SourceLateDrill(IncidentDrill):
         w.land_manifest(DAY, ready_at=at("09:05"))
         w.signal("manifest_landed", f"{DAY} manifest landed, ready_at 09:05")
         w.at(at("09:06"), phases={RUN_STARTED: at("09:06"), RUN_FINISHED: at("09:14")})
-        requests, _ = w.tick_sensor()
-        (request,) = [r for r in requests if r.partition_key == DAY]
-        load = w.execute("sensor-triggered load", request)
-        w.at(at("09:18"))
+        _, load = w.load_from_sensor("sensor-triggered load", DAY)
+        w.at(at(self.certify_at))
         w.certify(load)
         slo = {r.objective: r for r in latest_results(w.platform.ledger, DAY)}
-        w.signal("certified", f"{DAY} certified at 09:18; {slo['availability'].describe()}")
+        certified = certified_at(w.platform, DAY)
+        missed_by = slo["availability"].missed_by
+        w.signal("certified", f"{DAY} certified at {certified}; {slo['availability'].describe()}")
         self.detect()  # the SLO miss joins the same incident
         w.at(at("09:20"))
         verification = self.wf.verify(incident_id, ONCALL)
         w.signal("verified", f"canonical controls of {DAY}: {verification['per_day'][DAY]['canonical']}")
         self.notify(incident_id, stage="resolved",
-                    summary=f"Sales for {DAY} are now available (certified 09:18 UTC, 48 minutes after the 08:30 "
-                            f"deadline). These are first publications, not corrections.",
+                    summary=f"Sales for {DAY} are now available (certified {certified} UTC, {missed_by:g} minutes after "
+                            f"the {due_at(DAY):%H:%M} deadline). These are first publications, not corrections.",
                     repair="none needed: the day was loaded as soon as the ERP batch arrived",
                     next_update="no further updates for this incident", restated=False)
         self.wf.resolve(incident_id, ONCALL, f"{DAY} delivered late because the ERP batch was late; data reconciled")
@@ -223,8 +257,8 @@ class SourceLateDrill(IncidentDrill):
         incident = self.wf.get(incident_id)
         notices = [e["data"] for e in incident.of_kind("notice")]
         figures = {
-            "availability_missed_by": slo["availability"].missed_by,
-            "certified_at": hhmm(w.platform.ledger.served("mart_finance_daily_sales", DAY).certification.recorded_at),
+            "availability_missed_by": missed_by,
+            "certified_at": certified,
             "processed_partitions": processed,
             "signals": [s["kind"] for s in incident.signals],
         }
@@ -234,11 +268,10 @@ class SourceLateDrill(IncidentDrill):
             "classified_source_failure": incident.latest("triage")["data"]["verdict"] == "source failure",
             "communicated_as_stale_nothing_fabricated": notices[0]["impact"] == "late"
             and notices[0]["current_state_per_day"][DAY] == "DELAYED" and not blocked.success,
-            "certified_0918_availability_missed_by_48": figures["certified_at"] == "09:18"
-            and slo["availability"].missed_by == 48,
+            "certified_0918_availability_missed_by_48": certified == self.certify_at
+            and missed_by == minutes_between(due_at(DAY), parse_ts(at(self.certify_at))),
             "only_that_partition_processed": processed == [DAY],
-            "controls_total_reconciled": str(total(canonical_controls(w.platform, ALL_DAYS).values()))
-            == "(10, 8, 12, 820, 495, 325)" and verification["passed"],
+            "controls_total_reconciled": totals_reconcile(w.platform) and verification["passed"],
             "resolved_with_postmortem": incident.status == "resolved" and len(incident.of_kind("postmortem_action")) == 1,
         }
         return self.finish(incident_id, figures, acceptance)
@@ -260,9 +293,7 @@ class SchemaDriftDrill(IncidentDrill):
         w.at(at("08:04"))
         w.land_manifest(DAY)
         w.at(at("08:05"), phases={RUN_STARTED: at("08:05"), RUN_FINISHED: at("08:06")})
-        requests, _ = w.tick_sensor()
-        (request,) = [r for r in requests if r.partition_key == DAY]
-        load = w.execute("sensor-triggered load (drifted batch)", request)
+        _, load = w.load_from_sensor("sensor-triggered load (drifted batch)", DAY)
         published = {s.name: w.platform.warehouse.partition_row_counts(s, [DAY])[DAY] for s in (STG_ORDER_LINES, FACT_SALES)}
         w.signal("gate", f"source_contract_conforms failed; staged rows {published['stg_order_lines']}, "
                          f"fact rows {published['fact_sales']}: the gate published nothing")
@@ -292,7 +323,7 @@ class SchemaDriftDrill(IncidentDrill):
         w.signal("verified", f"canonical controls of {DAY}: {verification['per_day'][DAY]['canonical']}; re-certified")
         self.detect()
         self.notify(incident_id, stage="resolved",
-                    summary=f"Sales for {DAY} are now available and reconciled (certified 08:40 UTC). "
+                    summary=f"Sales for {DAY} are now available and reconciled (certified {certified_at(w.platform, DAY)} UTC). "
                             "No previously published figure changed.",
                     repair="done: the batch was replayed under the approved contract v2",
                     next_update="no further updates for this incident", restated=False)
@@ -319,8 +350,7 @@ class SchemaDriftDrill(IncidentDrill):
             "replayed_from_preserved_raw_batch": repair.success,
             "reconciled_and_recertified": verification["passed"]
             and partition_status(w.platform, DAY).state == "CERTIFIED",
-            "controls_total_reconciled": str(total(canonical_controls(w.platform, ALL_DAYS).values()))
-            == "(10, 8, 12, 820, 495, 325)",
+            "controls_total_reconciled": totals_reconcile(w.platform) and verification["passed"],
             "resolved_with_postmortem": incident.status == "resolved",
         }
         return self.finish(incident_id, figures, acceptance)
@@ -353,6 +383,7 @@ class SemanticBugDrill(IncidentDrill):
 
         shown = sum(tile_values(w.platform, current(w.platform.ledger, EXECUTIVE_DASHBOARD.asset))["gross_revenue_usd"].values())
         governed = sum(governed_values(w.platform).values())
+        marketplace = certified_marketplace_revenue(w.platform)
         w.at(at("10:05"))
         self.golden_checks("golden checks after the dashboard deploy")
         pipeline_failures = [r for r in w.platform.ledger.check_results() if r["blocking"] and not r["passed"]]
@@ -363,7 +394,7 @@ class SemanticBugDrill(IncidentDrill):
         self.triage(incident_id, origin_asset="metric_gross_revenue")
         containment = self.wf.contain(incident_id, ONCALL, assets=[EXECUTIVE_DASHBOARD.asset], partitions=ALL_DAYS)
         w.signal("contained", f"withdrew {len(containment['withdrawn'])} dashboard certifications; the governed "
-                              "metric and marts reconcile (820) and stay certified")
+                              f"metric and marts reconcile ({format_money(governed)}) and stay certified")
         self.notify(incident_id, stage="initial",
                     summary=f"The Executive revenue dashboard under-reports revenue: it shows {shown:.0f} USD for "
                             f"{ALL_DAYS[0]}..{ALL_DAYS[-1]} where the governed gross revenue is {governed:.0f} USD "
@@ -386,7 +417,7 @@ class SemanticBugDrill(IncidentDrill):
                     repair="done: the tile is compiled from the governed metric and golden-checked",
                     next_update="no further updates for this incident", restated=True,
                     corrected={"gross_revenue_usd": corrected})
-        self.wf.resolve(incident_id, ONCALL, "dashboard restored to the governed metric; 820 re-certified")
+        self.wf.resolve(incident_id, ONCALL, f"dashboard restored to the governed metric; {format_money(governed)} re-certified")
         self.postmortem(incident_id, "team:analytics-governance", "2026-10-20",
                         "dashboards could restate a governed metric by hand",
                         "dashboards compile revenue from the governed metric and the golden test runs after every deploy")
@@ -401,16 +432,18 @@ class SemanticBugDrill(IncidentDrill):
         }
         radius = incident.latest("blast_radius")["data"]
         acceptance = {
-            "dashboard_665_vs_governed_820": (shown, governed) == (665, 820),
+            "dashboard_665_vs_governed_820": governed == canonical_total(w.platform).revenue_usd
+            and marketplace > 0 and shown == governed - marketplace,
             "every_pipeline_check_green": not pipeline_failures,
             "classified_semantic_error": incident.latest("triage")["data"]["verdict"] == "semantic error",
             "blast_radius_metric_marts_dashboards": radius["origin"] == "metric_gross_revenue"
             and set(radius["marts"]) == {"mart_finance_daily_sales", "mart_executive_revenue"}
             and EXECUTIVE_DASHBOARD.asset in radius["dashboards"],
             "affected_certification_withdrawn": len(containment["withdrawn"]) == len(ALL_DAYS),
-            "governed_definition_restored_820_recertified": corrected == "820.00" and recertified == ALL_DAYS,
+            "governed_definition_restored_820_recertified": corrected == figures["governed_usd"]
+            and recertified == ALL_DAYS,
             "consumers_told_corrected_figure": incident.of_kind("notice")[-1]["data"]["corrected_figures"]
-            == {"gross_revenue_usd": "820.00"},
+            == {"gross_revenue_usd": figures["governed_usd"]},
             "resolved_with_postmortem": incident.status == "resolved",
         }
         return self.finish(incident_id, figures, acceptance)

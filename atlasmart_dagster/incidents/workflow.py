@@ -211,13 +211,11 @@ class IncidentWorkflow:
 
     def _recheck_dashboards(self, actor: str):
         """Run the dashboards' golden checks for real and certify the days that pass."""
-        from ..certification import certify_run
-        from ..runs import console_config
+        from ..runs import run_golden_checks
 
-        job = self.defs.resolve_job_def("dashboard_checks_job")
-        result = job.execute_in_process(run_config=console_config(self.log_level), instance=self.instance,
-                                        raise_on_error=False)
-        return certify_run(self.platform, result.run_id, result.success, actor=f"{actor} (verification)")
+        _, decisions = run_golden_checks(self.defs, self.instance, self.platform, f"{actor} (verification)",
+                                         self.log_level)
+        return decisions
 
     # -- resolve -----------------------------------------------------------------
     def resolve(self, incident_id: str, actor: str, summary: str) -> None:

@@ -27,6 +27,9 @@ def test_source_late(tmp_path, capsys):
     assert s["controls_total_after"] == "(10, 8, 12, 820, 495, 325)"
     assert s["notices"][0]["impact"] == "late" and s["notices"][0]["current_state_per_day"] == {"2026-09-21": "DELAYED"}
     assert "MISSED by 48 min" in out and "Classification: source failure" in out
+    resolved = s["notices"][-1]["summary"]
+    assert f"certified {s['certified_at']} UTC, {s['availability_missed_by']:g} minutes after the 08:30 deadline" in resolved
+    assert "certified 09:18 UTC, 48 minutes after the 08:30 deadline" in resolved
     assert s["postmortem_actions"][0]["owner"] == "team:erp-operations"
 
 
@@ -40,6 +43,7 @@ def test_schema_drift(tmp_path, capsys):
     assert fact["columns"] == ["gross_profit_usd", "revenue_usd"]  # only what is built from the field
     assert s["controls_total_after"] == "(10, 8, 12, 820, 495, 325)"
     assert s["states_after"]["2026-09-21"] == "CERTIFIED"
+    assert "(certified 08:40 UTC)" in s["notices"][-1]["summary"]
     assert s["postmortem_actions"][0]["owner"] == "team:data-platform"
 
 
@@ -51,6 +55,9 @@ def test_semantic_bug(tmp_path, capsys):
     assert set(s["blast_radius"]["marts"]) == {"mart_finance_daily_sales", "mart_executive_revenue"}
     assert "dashboard_executive_revenue" in s["blast_radius"]["dashboards"]
     assert s["notices"][-1]["corrected_figures"] == {"gross_revenue_usd": "820.00"}
+    assert s["controls_total_after"] == "(10, 8, 12, 820, 495, 325)"
+    assert "shows 665 USD" in s["notices"][0]["summary"] and "governed gross revenue is 820 USD" in s["notices"][0]["summary"]
+    assert "marts reconcile (820) and stay certified" in out and "820 re-certified" in (tmp_path / "a" / "artifacts" / "postmortem.md").read_text()
     notices = (tmp_path / "a" / "artifacts" / "notices")
     assert sorted(p.suffix for p in notices.iterdir()) == [".json", ".json", ".md", ".md"]
     assert s["postmortem_actions"][0]["owner"] == "team:analytics-governance"
