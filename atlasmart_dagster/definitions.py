@@ -12,28 +12,28 @@ from __future__ import annotations
 
 import dagster as dg
 
-from .assets.aggregates import agg_daily_sales
-from .assets.consumers import CONSUMER_SPECS
-from .assets.dimensions import dim_customer, dim_product
-from .assets.facts import fact_sales
-from .assets.marts import mart_executive_revenue, mart_finance_daily_sales
-from .assets.raw import raw_order_lines
-from .assets.semantic import metric_gross_revenue
-from .assets.sources import ERP_ORDER_LINES
-from .assets.staging import stg_order_lines
-from .automation.jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job, reference_job
-from .automation.schedules import daily_sales_schedule
-from .automation.sensors import certification_sensor, incident_sensor, landing_manifest_sensor
-from .checks.reconciliation import (
+from .defs.assets.aggregates import agg_daily_sales
+from .defs.assets.consumers import CONSUMER_SPECS
+from .defs.assets.dimensions import dim_customer, dim_product
+from .defs.assets.facts import fact_sales
+from .defs.assets.marts import mart_executive_revenue, mart_finance_daily_sales
+from .defs.assets.raw import raw_order_lines
+from .defs.assets.semantic import metric_gross_revenue
+from .defs.assets.sources import ERP_ORDER_LINES
+from .defs.assets.staging import stg_order_lines
+from .defs.automation.jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job, reference_job
+from .defs.automation.schedules import daily_sales_schedule
+from .defs.automation.sensors import certification_sensor, incident_sensor, landing_manifest_sensor
+from .defs.checks.reconciliation_checks import (
     agg_matches_fact,
     executive_channel_split_adds_up,
     executive_mart_reconciles,
     finance_mart_reconciles,
     metric_matches_agg,
 )
-from .checks.golden import dashboard_golden_checks
-from .checks.slo import partition_slos
-from .resources import AtlasmartResource
+from .defs.checks.golden_checks import dashboard_golden_checks
+from .defs.checks.slo_checks import partition_slos
+from .defs.resources import AtlasmartResource
 
 ASSETS = [
     ERP_ORDER_LINES,

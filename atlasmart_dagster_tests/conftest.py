@@ -8,9 +8,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from atlasmart_dagster.home import sample_dir
-from atlasmart_dagster.platform import Platform
-from atlasmart_dagster.resources import AtlasmartResource
+from atlasmart_dagster.store.home import sample_dir
+from atlasmart_dagster.store.platform import Platform
+from atlasmart_dagster.defs.resources import AtlasmartResource
 
 SAMPLE_DAYS = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"]
 
@@ -51,7 +51,7 @@ def env(tmp_path) -> Env:
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory) -> Env:
     """The whole sample loaded in one backfill-lane range run and certified (read-only for tests)."""
-    from atlasmart_dagster.runs import run_chain, run_reference
+    from atlasmart_dagster.ops.runs import run_chain, run_reference
 
     env = Env(tmp_path_factory.mktemp("loaded"))
     assert run_reference(env.defs, env.instance)

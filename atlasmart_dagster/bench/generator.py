@@ -26,10 +26,10 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Callable
 
-from ..controls import ControlTuple
-from ..landing import SOURCE_SYSTEM, partition_folder_name
-from ..raw_store import MANIFEST_NAME
-from ..warehouse import duckdb_connection
+from ..product.controls import ControlTuple
+from ..store.landing import SOURCE_SYSTEM, partition_folder_name
+from ..store.raw_store import MANIFEST_NAME
+from ..store.warehouse import duckdb_connection
 
 AMOUNT_PERIOD = 9000
 

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from ..controls import ControlTuple
-from ..fingerprint import fingerprint_relation
-from ..warehouse import duckdb_connection
+from ..product.controls import ControlTuple
+from ..product.fingerprints import fingerprint_relation
+from ..store.warehouse import duckdb_connection
 
 _GATE = """
 CREATE OR REPLACE TEMP TABLE ref_fact AS

@@ -23,8 +23,8 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..controls import ControlTuple
-from ..partitions import FIRST_SALES_DATE
+from ..product.controls import ControlTuple
+from ..defs.partitions import FIRST_SALES_DATE
 from .generator import generate
 from .progress import Progress
 
@@ -73,12 +73,12 @@ def _ours_child(landing: str, home: str, days: list[str], warm_day: str | None, 
     warnings.filterwarnings("ignore")
     import dagster as dg
 
-    from ..certification import certify_run
+    from ..product.certification_gate import certify_run
     from ..definitions import build_definitions
-    from ..reconcile import controls_of
-    from ..resources import AtlasmartResource
-    from ..runs import run_chain
-    from ..tables import FACT_SALES
+    from ..product.published_controls import controls_of
+    from ..defs.resources import AtlasmartResource
+    from ..ops.runs import run_chain
+    from ..store.tables import FACT_SALES
 
     resource_ = AtlasmartResource(home=home, landing=landing)
     defs = build_definitions(resource_)
@@ -134,8 +134,8 @@ def _cli_materialize(landing: Path, home: Path, day: str) -> dict:
     """`dagster asset materialize` of one partition from a cold process (the instance prepared beforehand)."""
     dagster_home = home / "dagster"
     dagster_home.mkdir(parents=True, exist_ok=True)
-    from ..automation.jobs import DAILY_CHAIN  # imported here: keeps jobs/checks out of spawned reference children
-    from ..dagster_home import packaged_instance_config
+    from ..defs.automation.jobs import DAILY_CHAIN  # imported here: keeps jobs/checks out of spawned reference children
+    from ..store.dagster_instance import packaged_instance_config
 
     (dagster_home / "dagster.yaml").write_text(packaged_instance_config().read_text())
     env = {**os.environ, "ATLASMART_HOME": str(home), "ATLASMART_LANDING": str(landing), "DAGSTER_HOME": str(dagster_home),

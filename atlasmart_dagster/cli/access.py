@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..access.gateway import Gateway, QueryError
-from ..access.policy import PRINCIPALS, ROLES, AccessDenied, matrix, validate_policy
+from ..ops.access.gateway import Gateway, QueryError
+from ..ops.access.policy import PRINCIPALS, ROLES, AccessDenied, matrix, validate_policy
 from .context import CliContext
 from .output import print_json, table
 

@@ -7,7 +7,7 @@ from functools import cached_property
 
 import dagster as dg
 
-from ..platform import Platform
+from ..store.platform import Platform
 
 
 @dataclass
@@ -25,7 +25,7 @@ class CliContext:
 
     @cached_property
     def resource(self):
-        from ..resources import AtlasmartResource
+        from ..defs.resources import AtlasmartResource
 
         p = self.platform
         return AtlasmartResource(
@@ -45,6 +45,6 @@ class CliContext:
     def instance(self) -> dg.DagsterInstance:
         if self.ephemeral_instance:
             return dg.DagsterInstance.ephemeral()
-        from ..dagster_home import dagster_instance
+        from ..store.dagster_instance import dagster_instance
 
         return dagster_instance(self.platform.home)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from ..certification import CERTIFIED_ASSETS
-from ..controls import ControlTuple
-from ..reconcile import controls_of, metric_revenue_of
-from ..serving import known_partitions, partition_statuses
-from ..tables import METRIC_GROSS_REVENUE, TABLES_BY_NAME
+from ..product.certification_gate import CERTIFIED_ASSETS
+from ..product.controls import ControlTuple
+from ..product.published_controls import controls_of, metric_revenue_of
+from ..product.serving import known_partitions, partition_statuses
+from ..store.tables import METRIC_GROSS_REVENUE, TABLES_BY_NAME
 from .context import CliContext
 from .output import print_json, short, table
 

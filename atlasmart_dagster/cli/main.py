@@ -18,15 +18,15 @@ import argparse
 import signal
 import sys
 
-from . import access, bench, drills, incidents, inspecting, loading, observability, operations, recovery
+from . import access, bench, demo, drills, incidents, inspecting, observability, operations, recovery
 from .context import CliContext
 
-COMMAND_MODULES = [loading, inspecting, operations, incidents, recovery, access, observability, drills, bench]
+COMMAND_MODULES = [demo, inspecting, operations, incidents, recovery, access, observability, drills, bench]
 
 
 def cmd_dagster_home(args: argparse.Namespace, ctx: CliContext) -> int:
     """Print the DAGSTER_HOME prepared for this AtlasMart home (with the project's dagster.yaml)."""
-    from ..dagster_home import prepare_dagster_home
+    from ..store.dagster_instance import prepare_dagster_home
 
     print(prepare_dagster_home(ctx.platform.home))
     return 0

@@ -10,7 +10,7 @@ from .context import CliContext
 
 def cmd_metrics(args: argparse.Namespace, ctx: CliContext) -> int:
     """Prometheus metrics from the ledger: `serve` on 127.0.0.1, or `write` a textfile for node-exporter."""
-    from ..observability.metrics import registry_for, write_textfile
+    from ..ops.observability.prometheus import registry_for, write_textfile
 
     if args.action == "write":
         path = args.out or str(ctx.platform.home.root / "metrics" / "atlasmart.prom")

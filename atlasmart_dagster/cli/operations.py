@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..automation.jobs import DAILY_CHAIN
-from ..backfills import BackfillRequest, run_backfill, submit_to_daemon
+from ..defs.automation.jobs import DAILY_CHAIN
+from ..ops.backfills import BackfillRequest, run_backfill, submit_to_daemon
 from ..errors import LaneViolation
 from .context import CliContext
 from .output import print_json

@@ -16,14 +16,14 @@ from typing import Any
 
 from pyiceberg.expressions import In
 
-from .. import recovery
-from ..controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
-from ..incidents.workflow import canonical_controls
-from ..platform import Platform
-from ..reconcile import fingerprints_of
-from ..runs import run_reference
-from ..tables import FACT_SALES
-from ..warehouse import duckdb_connection
+from ..ops import recovery
+from ..product.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
+from ..ops.incidents.workflow import canonical_controls
+from ..store.platform import Platform
+from ..product.published_controls import fingerprints_of
+from ..ops.runs import run_reference
+from ..store.tables import FACT_SALES
+from ..store.warehouse import duckdb_connection
 from .harness import DrillWorld, hhmm, write_json
 
 DAYS = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"]

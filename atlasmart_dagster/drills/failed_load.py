@@ -33,18 +33,18 @@ from typing import Any
 
 import dagster as dg
 
-from ..backfills import BackfillRequest, run_backfill
-from ..checks.names import AGG_MATCHES_FACT
-from ..clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
-from ..controls import ControlTuple
-from ..lanes import LANE_TAG
-from ..ledger import BLOCKED_UPSTREAM, CERTIFIED
-from ..reconcile import controls_of, fingerprints_of
-from ..retries import INJECT_TRANSIENT_TAG
-from ..runs import run_checks
-from ..serving import partition_status
-from ..slo import latest_results
-from ..tables import (
+from ..ops.backfills import BackfillRequest, run_backfill
+from ..defs.checks.check_names import AGG_MATCHES_FACT
+from ..store.clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
+from ..product.controls import ControlTuple
+from ..product.lanes import LANE_TAG
+from ..store.ledger import BLOCKED_UPSTREAM, CERTIFIED
+from ..product.published_controls import controls_of, fingerprints_of
+from ..defs.retries import INJECT_TRANSIENT_TAG
+from ..ops.runs import run_checks
+from ..product.serving import partition_status
+from ..product.slo import latest_results
+from ..store.tables import (
     AGG_DAILY_SALES,
     FACT_SALES,
     MART_EXECUTIVE_REVENUE,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..platform import Platform
-from ..tables import AGG_DAILY_SALES
+from ..store.platform import Platform
+from ..store.tables import AGG_DAILY_SALES
 
 
 def corrupt_aggregate_cost(platform: Platform, partition: str, delta_usd: int) -> int:

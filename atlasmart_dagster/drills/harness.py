@@ -20,16 +20,16 @@ from typing import Any
 
 import dagster as dg
 
-from ..automation.schedules import daily_sales_schedule
-from ..automation.sensors import plan_manifest_runs
-from ..certification import certify_run
-from ..clock import LogicalClock, format_ts, parse_ts
+from ..defs.automation.schedules import daily_sales_schedule
+from ..defs.automation.sensors import plan_manifest_runs
+from ..product.certification_gate import certify_run
+from ..store.clock import LogicalClock, format_ts, parse_ts
 from ..definitions import build_definitions
-from ..home import sample_dir
-from ..lanes import LANE_TAG
-from ..platform import Platform
-from ..resources import AtlasmartResource
-from ..runs import RunOutcome, run_chain
+from ..store.home import sample_dir
+from ..product.lanes import LANE_TAG
+from ..store.platform import Platform
+from ..defs.resources import AtlasmartResource
+from ..ops.runs import RunOutcome, run_chain
 
 
 @dataclass
@@ -63,7 +63,7 @@ class DrillWorld:
         if ephemeral_instance:
             self.instance = dg.DagsterInstance.ephemeral()
         else:
-            from ..dagster_home import prepare_dagster_home
+            from ..store.dagster_instance import prepare_dagster_home
 
             self.instance = dg.DagsterInstance.from_config(str(prepare_dagster_home(self.platform.home)))
         self.log_level = log_level

@@ -15,19 +15,19 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
-from ..approvals import approve
-from ..clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
-from ..controls import ControlTuple, format_money, total
-from ..dashboards import EXECUTIVE_DASHBOARD, Dashboard, Tile, deploy, governed_values
-from ..incidents.detection import detect
-from ..lanes import INCLUDE_CURRENT_TAG
-from ..incidents.store import Incident
-from ..incidents.workflow import IncidentWorkflow, canonical_controls
-from ..platform import Platform
-from ..reconcile import controls_of
-from ..serving import partition_status, read_certified
-from ..slo import due_at, latest_results
-from ..tables import FACT_SALES, MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES, STG_ORDER_LINES
+from ..product.contract_approvals import approve
+from ..store.clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
+from ..product.controls import ControlTuple, format_money, total
+from ..product.dashboards import EXECUTIVE_DASHBOARD, Dashboard, Tile, deploy, governed_values
+from ..ops.incidents.detection import detect
+from ..product.lanes import INCLUDE_CURRENT_TAG
+from ..ops.incidents.store import Incident
+from ..ops.incidents.workflow import IncidentWorkflow, canonical_controls
+from ..store.platform import Platform
+from ..product.published_controls import controls_of
+from ..product.serving import partition_status, read_certified
+from ..product.slo import due_at, latest_results
+from ..store.tables import FACT_SALES, MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES, STG_ORDER_LINES
 from .harness import DrillWorld, hhmm, write_json
 from .landing_helpers import drift_rename_field
 
@@ -96,7 +96,7 @@ class IncidentDrill:
         w.signal("setup", f"history {days[0]}..{days[-1]} loaded and certified; dashboards golden-checked")
 
     def golden_checks(self, label: str):
-        from ..runs import run_golden_checks
+        from ..ops.runs import run_golden_checks
 
         w = self.world
         result, decisions = run_golden_checks(w.defs, w.instance, w.platform, "certification_sensor", w.log_level)
@@ -379,7 +379,7 @@ class SemanticBugDrill(IncidentDrill):
         w.at(at("10:00"))
         deploy(w.platform.ledger, dropped_channel_dashboard(), "bi developer (drill)", "faster revenue tile", w.clock.now())
         w.signal("deploy", "executive dashboard v1.1.0 deployed with a hand-written revenue tile (web + store)")
-        from ..dashboards import current, tile_values
+        from ..product.dashboards import current, tile_values
 
         shown = sum(tile_values(w.platform, current(w.platform.ledger, EXECUTIVE_DASHBOARD.asset))["gross_revenue_usd"].values())
         governed = sum(governed_values(w.platform).values())

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..contracts import CHANNELS
-from ..metrics import GROSS_REVENUE, MetricDefinition
+from ..product.contracts import CHANNELS
+from ..product.governed_metrics import GROSS_REVENUE, MetricDefinition
 from .aggregates import days_relation
 
 

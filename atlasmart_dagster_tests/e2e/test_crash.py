@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from atlasmart_dagster import recovery
-from atlasmart_dagster.ledger import BUILT
-from atlasmart_dagster.platform import Platform
-from atlasmart_dagster.reconcile import fingerprints_of
-from atlasmart_dagster.runs import run_chain
-from atlasmart_dagster.serving import partition_status
-from atlasmart_dagster.tables import FACT_SALES
+from atlasmart_dagster.ops import recovery
+from atlasmart_dagster.store.ledger import BUILT
+from atlasmart_dagster.store.platform import Platform
+from atlasmart_dagster.product.published_controls import fingerprints_of
+from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.product.serving import partition_status
+from atlasmart_dagster.store.tables import FACT_SALES
 
-from ..conftest import SAMPLE_DAYS
-from ..landing_helpers import read_rows, write_batch
+from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 pytestmark = pytest.mark.slow
 DAY = "2026-09-20"
@@ -79,7 +79,7 @@ def test_killed_mid_commit(env, tmp_path):
 
     # re-running the interrupted day completes the restatement
     from atlasmart_dagster.definitions import build_definitions
-    from atlasmart_dagster.resources import AtlasmartResource
+    from atlasmart_dagster.defs.resources import AtlasmartResource
 
     resource = AtlasmartResource(home=str(env.home), landing=str(env.landing))
     rerun = run_chain(build_definitions(resource), env.instance, resource.platform, [DAY], lane="backfill")

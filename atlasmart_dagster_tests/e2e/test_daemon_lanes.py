@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from atlasmart_dagster.dagster_home import packaged_instance_config
+from atlasmart_dagster.store.dagster_instance import packaged_instance_config
 
-from ..conftest import Env
+from atlasmart_dagster_tests.conftest import Env
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -37,8 +37,8 @@ def test_partition_range_through_dagster_asset_materialize(env, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("RUN_START") == 1  # one run for the whole range
-    from atlasmart_dagster.reconcile import controls_of
-    from atlasmart_dagster.tables import FACT_SALES
+    from atlasmart_dagster.product.published_controls import controls_of
+    from atlasmart_dagster.store.tables import FACT_SALES
 
     controls = controls_of(env.warehouse, FACT_SALES, ["2026-09-17", "2026-09-21"])
     assert str(controls["2026-09-17"]) == "(1, 1, 1, 80, 50, 30)" and str(controls["2026-09-21"]) == "(1, 1, 1, 60, 35, 25)"

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from atlasmart_dagster.contracts import CANONICAL_NAMES, CONTRACT_V1
-from atlasmart_dagster.landing import present_fields, read_batch
+from atlasmart_dagster.product.contracts import CANONICAL_NAMES, CONTRACT_V1
+from atlasmart_dagster.store.landing import present_fields, read_batch
 from atlasmart_dagster.transforms.staging import gate_tables
-from atlasmart_dagster.warehouse import duckdb_connection
+from atlasmart_dagster.store.warehouse import duckdb_connection
 
 DAY = "2026-09-20"
 

@@ -1,0 +1,123 @@
+"""Commands that load and certify data: demo, certify."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..product.certification_gate import certify_run
+from ..product.controls import ControlTuple, total
+from ..store.ledger import BUILT
+from ..ops.runs import run_chain, run_reference
+from ..product.serving import partition_status
+from .context import CliContext
+from .output import print_json, short, table
+
+
+def staging_counts(ctx: CliContext, partition: str) -> dict | None:
+    built = ctx.platform.ledger.events(asset="stg_order_lines", partition=partition, states=(BUILT,))
+    return built[-1].detail if built else None
+
+
+def committed_source_seq(ctx: CliContext, partitions: list[str]) -> int | None:
+    highs = [b["source_seq_high"] for p in partitions for b in ctx.platform.ledger.batches(p)]
+    return max(highs) if highs else None
+
+
+def cmd_demo(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Load every partition present in the landing zone end to end, certify, print the controls."""
+    platform = ctx.platform
+    partitions = platform.landing.partitions()
+    if not partitions:
+        raise SystemExit(f"no partitions in landing zone {platform.landing_root}")
+    if not run_reference(ctx.defs, ctx.instance, ctx.log_level):
+        raise SystemExit("loading the reference dimensions failed; see the Dagster run logs")
+    outcomes = [run_chain(ctx.defs, ctx.instance, platform, [p], log_level=ctx.log_level) for p in partitions]
+    rows, report = [], []
+    staged_total = {"staged": 0, "accepted": 0, "quarantined": 0}
+    certified: list[ControlTuple] = []
+    for outcome in outcomes:
+        partition = outcome.partitions[0]
+        counts = staging_counts(ctx, partition) if outcome.success else None
+        status = partition_status(platform, partition)
+        finance = next((a for a in status.assets if a.asset == "mart_finance_daily_sales"), None)
+        controls = finance.served.certification.controls if finance and finance.served else None
+        if counts:
+            staged_total["staged"] += counts["raw_rows"]
+            staged_total["accepted"] += counts["accepted"]
+            staged_total["quarantined"] += counts["quarantined"]
+        if controls and partition in outcome.certified:
+            certified.append(controls)
+        report.append(
+            {
+                "partition": partition,
+                "run_id": outcome.run_id,
+                "lane": outcome.lane,
+                "success": outcome.success,
+                "failures": outcome.failures,
+                "staged": counts["raw_rows"] if counts else None,
+                "accepted": counts["accepted"] if counts else None,
+                "quarantined": counts["quarantined"] if counts else None,
+                "state": status.state,
+                "certified_version": status.certified_version,
+                "controls": controls.to_json() if controls else None,
+            }
+        )
+        rows.append(
+            [
+                partition,
+                short(outcome.run_id, 8),
+                outcome.lane,
+                counts["raw_rows"] if counts else "-",
+                counts["accepted"] if counts else "-",
+                counts["quarantined"] if counts else "-",
+                status.state + (f" v{status.certified_version}" if status.certified_version else ""),
+                str(controls) if controls else "; ".join(outcome.failures) or status.detail,
+            ]
+        )
+    grand = total(certified)
+    seq = committed_source_seq(ctx, [r["partition"] for r in report if r["success"]])
+    if ctx.as_json:
+        print_json(
+            {
+                "home": str(platform.home.root),
+                "landing": str(platform.landing_root),
+                "partitions": report,
+                "total": {**staged_total, "controls": grand.to_json(), "committed_source_seq": seq},
+            }
+        )
+    else:
+        print(f"AtlasMart demo: home {platform.home.root}\n                landing {platform.landing_root}\n")
+        rows.append(["total", "", "", staged_total["staged"], staged_total["accepted"], staged_total["quarantined"], "", str(grand)])
+        print(table(
+            ["sales_date", "run", "lane", "staged", "accepted", "quarantined", "state", "certified controls (lines, orders, units, revenue, cost, profit)"],
+            rows,
+        ))
+        print(f"\ncommitted source seq: {seq}")
+    return 0 if all(o.success for o in outcomes) else 1
+
+
+def cmd_certify(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Run the certification gate for a run started elsewhere (e.g. dagster asset materialize)."""
+    record = ctx.instance.get_run_record_by_id(args.run)
+    if record is None:
+        raise SystemExit(f"run {args.run} is not in the Dagster instance {ctx.instance.root_directory}")
+    succeeded = record.dagster_run.status.value == "SUCCESS"
+    decisions = certify_run(ctx.platform, args.run, succeeded, actor=args.actor)
+    if ctx.as_json:
+        print_json([d.to_json() for d in decisions])
+    else:
+        if not decisions:
+            print(f"run {args.run}: nothing to certify (no certified asset built, or already decided)")
+        for d in decisions:
+            verdict = "CERTIFIED" if d.certified else "REFUSED: " + "; ".join(d.reasons)
+            print(f"{d.partition}  {d.asset:<26} {verdict}")
+    return 0 if all(d.certified for d in decisions) else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help=cmd_demo.__doc__, description=cmd_demo.__doc__)
+    p.set_defaults(handler=cmd_demo)
+    p = sub.add_parser("certify", help=cmd_certify.__doc__, description=cmd_certify.__doc__)
+    p.add_argument("--run", required=True, help="Dagster run id whose builds to certify")
+    p.add_argument("--actor", default="operator", help="who certifies (recorded in the ledger)")
+    p.set_defaults(handler=cmd_certify)

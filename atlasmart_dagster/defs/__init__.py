@@ -1,0 +1,4 @@
+"""Dagster definitions: partitions, resources, assets, checks, jobs, schedules and sensors.
+
+``atlasmart_dagster/definitions.py`` puts them together into the code location.
+"""

@@ -1,0 +1,87 @@
+"""Fact layer: fact_sales, one current accepted paid order line per (order_id, line_no)."""
+
+
+import dagster as dg
+
+from ..checks.check_names import FACT_MATCHES_STAGING, GRAIN_UNIQUE, NO_NEGATIVE_MONEY
+from ...product.contracts import PAID_STATUS
+from ...product.controls import FACT_CONTROL_COLUMNS, FACT_CONTROLS_SQL, ControlTuple, controls_by_date
+from ..lineage import lineage_metadata
+from ..partitions import daily_partitions
+from ..resources import AtlasmartResource
+from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
+from ...store.tables import FACT_SALES, STG_ORDER_LINES
+from ...transforms.facts import fact_sales_sql
+from ...store.warehouse import duckdb_connection, plan_chunks
+from .step import CheckOutcome, Step
+
+
+
+@dg.asset(
+    deps=["stg_order_lines"],
+    partitions_def=daily_partitions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    retry_policy=STORAGE_RETRY_POLICY,
+    group_name="facts",
+    kinds={"iceberg", "duckdb"},
+    owners=["team:data-platform"],
+    metadata=lineage_metadata("fact_sales"),
+    check_specs=[
+        dg.AssetCheckSpec(GRAIN_UNIQUE, asset="fact_sales", blocking=True,
+                          description="(order_id, line_no) is unique within the day."),
+        dg.AssetCheckSpec(NO_NEGATIVE_MONEY, asset="fact_sales", blocking=True,
+                          description="revenue_usd and cost_usd are never negative."),
+        dg.AssetCheckSpec(FACT_MATCHES_STAGING, asset="fact_sales", blocking=True,
+                          description="Published fact controls equal the current paid lines in staging."),
+    ],
+)
+@classified
+def fact_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) -> dg.MaterializeResult:
+    """Sales facts: one current, accepted, paid order line per (order_id, line_no) and day.
+
+    Grain: (sales_date, order_id, line_no). revenue_usd is the line amount,
+    cost_usd the line cost, gross_profit_usd their difference. Rebuilt whole
+    per day from staging; the published rows are read back and reconciled
+    against staging before the step succeeds.
+    """
+    step = Step(context, atlasmart, "fact_sales")
+    grain = CheckOutcome("fact_sales", GRAIN_UNIQUE, True, "(order_id, line_no) unique per day")
+    money = CheckOutcome("fact_sales", NO_NEGATIVE_MONEY, True, "no negative revenue or cost")
+    matches = CheckOutcome("fact_sales", FACT_MATCHES_STAGING, True, "fact controls = staged current paid lines")
+    counts = step.warehouse.partition_row_counts(STG_ORDER_LINES, step.partitions)
+    per_partition = {}
+    con = duckdb_connection()
+    for chunk in plan_chunks(counts, step.platform.chunk_rows):
+        step.warehouse.register(con, STG_ORDER_LINES, chunk)
+        maybe_inject_transient(context, "fact_sales")
+        snapshot_id = step.warehouse.overwrite_sql(FACT_SALES, con, fact_sales_sql(), chunk, step.snapshot_properties())
+
+        # Reconcile what was *published* (read back at the new snapshot) with staging.
+        published = step.warehouse.register(con, FACT_SALES, chunk, snapshot_id, name="published_fact")
+        # one scan of the published rows for the controls, the grain and the money rules
+        observed, dups, negative = {}, {}, {}
+        for day, *controls, dup, neg in con.sql(
+            f"SELECT sales_date::VARCHAR, {FACT_CONTROL_COLUMNS}, "
+            f"count(*) - count(DISTINCT (order_id, line_no)), count(*) FILTER (WHERE revenue_usd < 0 OR cost_usd < 0) "
+            f"FROM {published} GROUP BY 1"
+        ).fetchall():
+            observed[day], dups[day], negative[day] = ControlTuple(*controls), dup, neg
+        expected = controls_by_date(
+            con,
+            FACT_CONTROLS_SQL,
+            f"(SELECT sales_date, order_id, quantity, line_amount_usd AS revenue_usd, line_cost_usd AS cost_usd, "
+            f"line_amount_usd - line_cost_usd AS gross_profit_usd FROM stg_order_lines "
+            f"WHERE is_current AND status = '{PAID_STATUS}')",
+        )
+        with step.ledger.batch():
+            for partition in chunk:
+                got, want = observed.get(partition, ControlTuple()), expected.get(partition, ControlTuple())
+                grain.add(partition, dups.get(partition, 0) == 0, {"duplicate_keys": dups.get(partition, 0)}, {"duplicate_keys": 0})
+                money.add(partition, negative.get(partition, 0) == 0, {"negative_rows": negative.get(partition, 0)}, {"negative_rows": 0})
+                matches.add(partition, got == want, got.to_json(), want.to_json())
+                step.record_built(partition, snapshot_id, controls=got)
+                per_partition[partition] = {"controls": str(got), "paid_lines": got.paid_lines, "snapshot_id": str(snapshot_id)}
+                step.log_partition(partition, "ok" if got == want else "mismatch", rows=got.paid_lines, controls=got.to_json())
+    con.close()
+    step.add_partition_metadata(per_partition)
+    return dg.MaterializeResult(check_results=step.record_checks([grain, money, matches]))

@@ -1,0 +1,194 @@
+"""Raw layer: landed ERP batches, gated on source readiness, kept as immutable evidence."""
+
+
+import dagster as dg
+
+from ..checks.check_names import MANIFEST_ROWS_MATCH, SOURCE_CONTRACT_CONFORMS
+from ...product.contract_approvals import resolver
+from ...store.clock import RUN_STARTED
+from ...errors import SourceNotReady
+from ...product.lanes import guard_backfill_scope
+from ..lineage import lineage_metadata
+from ...store.landing import batch_sql, field_types, file_format
+from ...store.ledger import BLOCKED_UPSTREAM
+from ..partitions import daily_partitions
+from ...product.readiness import PartitionSource, prepare_partition
+from ..resources import AtlasmartResource
+from ..retries import STORAGE_RETRY_POLICY, classified
+from ...store.tables import RAW_ORDER_LINES
+from ...store.warehouse import duckdb_connection, plan_chunks
+from .step import CheckOutcome, Step
+
+
+
+def partition_rows_sql(source: PartitionSource, con) -> str:
+    """SQL for all rows of a day's committed batches (the writer orders them by batch and row)."""
+    parts = []
+    for batch in source.batches:
+        fmt = file_format(batch.stored.data_file)
+        parts.append(
+            batch_sql(
+                batch.stored.data_path,
+                fmt,
+                batch.fields,
+                batch.contract,
+                source.partition,
+                batch.manifest.batch_id,
+                types=field_types(con, batch.stored.data_path, fmt),
+            )
+        )
+    return " UNION ALL ".join(parts)
+
+
+def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
+    """Readiness for every partition of the run; blocks the whole run if any is not ready."""
+    now = step.now()
+    contract_for = resolver(step.ledger)  # the approvals, read once for the whole range
+    sources: dict[str, PartitionSource] = {}
+    blocked: dict[str, list[str]] = {}
+    for partition in step.partitions:
+        try:
+            sources[partition] = prepare_partition(step.platform, partition, now, con, contract_for)
+        except SourceNotReady as exc:
+            blocked[partition] = exc.problems
+    for partition, problems in blocked.items():
+        step.ledger.append_event(
+            RAW_ORDER_LINES.name,
+            partition,
+            BLOCKED_UPSTREAM,
+            now,
+            actor=f"run:{step.run_id}",
+            run_id=step.run_id,
+            lane=step.lane,
+            reason="source not ready",
+            detail={"problems": problems},
+        )
+        step.log_partition(partition, "blocked_upstream", problems=problems)
+    if blocked and len(step.partitions) == 1:
+        raise SourceNotReady(step.partitions[0], blocked[step.partitions[0]])
+    if blocked:
+        # A range is all or nothing: publishing the ready days of a repair
+        # would leave the range half old, half new with no way to tell.
+        first, last = step.partitions[0], step.partitions[-1]
+        problems = [f"sales_date={p}: {'; '.join(found)}" for p, found in sorted(blocked.items())]
+        problems.append(f"nothing in {first}..{last} was published; narrow the range or wait for the source")
+        raise SourceNotReady(
+            min(blocked), problems, scope=f"{len(blocked)} of {len(step.partitions)} partitions of {first}..{last}"
+        )
+    return sources
+
+
+@dg.asset(
+    deps=["erp_order_lines"],
+    metadata=lineage_metadata("raw_order_lines"),
+    partitions_def=daily_partitions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    retry_policy=STORAGE_RETRY_POLICY,
+    group_name="ingest",
+    kinds={"iceberg", "duckdb"},
+    owners=["team:data-platform"],
+    check_specs=[
+        dg.AssetCheckSpec(
+            MANIFEST_ROWS_MATCH,
+            asset="raw_order_lines",
+            blocking=True,
+            description="Rows published for the day equal the sum of expected_rows of its batch manifests.",
+        ),
+        dg.AssetCheckSpec(
+            SOURCE_CONTRACT_CONFORMS,
+            asset="raw_order_lines",
+            blocking=True,
+            description="Every batch of the day has exactly the field layout of its source contract.",
+        ),
+    ],
+)
+@classified
+def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) -> dg.MaterializeResult:
+    """Landed ERP order lines of a business day, one row per source row, with batch lineage.
+
+    Grain: (batch_id, source_row). Before anything is written the day must be
+    *ready*: manifest present and truthful (hash, row count, sequence range,
+    known schema version, declared ready). A day that is not ready fails this
+    step with a non-retryable "source not ready" error, records
+    BLOCKED_UPSTREAM in the ledger, and nothing downstream runs. Ready batches
+    are copied write-once into the raw store (keyed by batch_id); the day's
+    partition is then replaced atomically with the rows of all its batches.
+    Values that fail to cast are kept as NULL and listed in type_error_fields.
+    """
+    step = Step(context, atlasmart, "raw_order_lines")
+    guard_backfill_scope(step.tags, step.partitions, step.now())
+    started = step.now(RUN_STARTED)
+    with step.ledger.batch():
+        for partition in step.partitions:
+            step.ledger.record_phase(step.run_id, partition, RUN_STARTED, started, step.lane)
+
+    con = duckdb_connection()
+    sources = prepare_sources(step, con)
+    with step.ledger.batch():
+        for source in sources.values():
+            for batch in source.batches:
+                step.ledger.record_batch(
+                    batch.manifest.to_json(), batch.contract.version, batch.fields, started, step.run_id
+                )
+
+    rows_check = CheckOutcome(
+        "raw_order_lines", MANIFEST_ROWS_MATCH, True, "published rows = sum of manifest expected_rows"
+    )
+    contract_check = CheckOutcome(
+        "raw_order_lines", SOURCE_CONTRACT_CONFORMS, True, "batch field layout = source contract"
+    )
+    per_partition: dict[str, dict] = {}
+    expected = {p: s.expected_rows for p, s in sources.items()}
+    for chunk in plan_chunks(expected, step.platform.chunk_rows):
+        rows = " UNION ALL ".join(f"({partition_rows_sql(sources[p], con)})" for p in chunk)
+        snapshot_id = step.warehouse.overwrite_sql(RAW_ORDER_LINES, con, rows, chunk, step.snapshot_properties())
+        published = step.warehouse.partition_row_counts(RAW_ORDER_LINES, chunk, snapshot_id)
+        with step.ledger.batch():
+            record_chunk(step, chunk, sources, published, snapshot_id, rows_check, contract_check, per_partition)
+    con.close()
+    step.add_partition_metadata(per_partition)
+    return dg.MaterializeResult(
+        metadata={"partitions": len(step.partitions), "rows": sum(m["rows"] for m in per_partition.values())},
+        check_results=step.record_checks([rows_check, contract_check]),
+    )
+
+
+def record_chunk(step, chunk, sources, published, snapshot_id, rows_check, contract_check, per_partition) -> None:
+    """Checks, ledger records and log lines for one written chunk of days."""
+    for partition in chunk:
+        source = sources[partition]
+        rows_check.add(partition, published[partition] == source.expected_rows, published[partition], source.expected_rows)
+        layouts = {
+            b.manifest.batch_id: {
+                "contract": b.contract.version,
+                "missing": list(b.conformance.missing),
+                "unexpected": list(b.conformance.unexpected),
+            }
+            for b in source.batches
+        }
+        conforms = all(b.conformance.conforms for b in source.batches)
+        contract_check.add(
+            partition,
+            conforms,
+            layouts,
+            {b.manifest.batch_id: list(b.contract.source_fields) for b in source.batches if not b.conformance.conforms},
+        )
+        batch_ids = [b.manifest.batch_id for b in source.batches]
+        step.record_built(
+            partition,
+            snapshot_id,
+            detail={"batch_ids": batch_ids, "rows": published[partition], "new_batches": source.new_batch_ids},
+        )
+        per_partition[partition] = {
+            "rows": published[partition],
+            "batch_ids": ", ".join(batch_ids),
+            "replayed_from_raw_store": source.replayed_from_raw_store,
+            "snapshot_id": str(snapshot_id),
+        }
+        step.log_partition(
+            partition,
+            "ok" if conforms else "contract_violation",
+            batch_ids=batch_ids,
+            rows=published[partition],
+            replayed_from_raw_store=source.replayed_from_raw_store,
+        )

@@ -1,0 +1,135 @@
+"""Staging layer: the quality gate splits raw rows into accepted versions and quarantine."""
+
+
+import dagster as dg
+
+from ..checks.check_names import STAGED_ROWS_RECONCILE
+from ..lineage import lineage_metadata
+from ..partitions import daily_partitions
+from ..resources import AtlasmartResource
+from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
+from ...store.tables import QUARANTINE_ORDER_LINES, RAW_ORDER_LINES, STG_ORDER_LINES
+from ...transforms.staging import REASONS, run_gate
+from ...store.warehouse import duckdb_connection, plan_chunks
+from .step import CheckOutcome, Step
+
+
+
+def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | None]:
+    """Sum of expected_rows over the batches present in each judged raw partition (None: unknown batch)."""
+    present = con.sql(
+        "SELECT partition_date::VARCHAR, list(DISTINCT batch_id ORDER BY batch_id) FROM gated GROUP BY 1"
+    ).fetchall()
+    known = {b["batch_id"]: b["expected_rows"] for p in partitions for b in step.ledger.batches(p)}
+    out: dict[str, int | None] = {p: 0 for p in partitions}
+    for partition, batch_ids in present:
+        counts = [known.get(b) for b in batch_ids]
+        out[partition] = None if None in counts else sum(counts)
+    return out
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            "stg_order_lines",
+            deps=["raw_order_lines"],
+            description=(
+                "Order line versions that passed the quality gate. Grain: (order_id, line_no, source_seq). "
+                "is_current marks the newest accepted version of each order line; earlier versions stay as "
+                "history. Non-paid lines are accepted here and excluded from fact_sales."
+            ),
+            group_name="staging",
+            kinds={"iceberg", "duckdb"},
+            owners=["team:data-platform"],
+            metadata=lineage_metadata("stg_order_lines"),
+        ),
+        dg.AssetSpec(
+            "quarantine_order_lines",
+            deps=["raw_order_lines"],
+            description=(
+                "Rows the quality gate refused, one reason per row (" + ", ".join(REASONS) + "), with the "
+                "raw text of values that failed to cast. Kept for diagnosis; never read by consumers."
+            ),
+            group_name="staging",
+            kinds={"iceberg", "duckdb"},
+            owners=["team:data-platform"],
+            metadata=lineage_metadata("quarantine_order_lines"),
+        ),
+    ],
+    partitions_def=daily_partitions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    retry_policy=STORAGE_RETRY_POLICY,
+    check_specs=[
+        dg.AssetCheckSpec(
+            STAGED_ROWS_RECONCILE,
+            asset="stg_order_lines",
+            additional_deps=["quarantine_order_lines"],
+            blocking=True,
+            description="Manifest rows = raw rows = accepted + quarantined, per day.",
+        )
+    ],
+)
+@classified
+def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
+    """Run the quality gate over raw rows; write accepted rows and quarantine atomically per table."""
+    step = Step(context, atlasmart, "stg_order_lines")
+    maybe_inject_transient(context, "stg_order_lines")
+    reconcile = CheckOutcome(
+        "stg_order_lines", STAGED_ROWS_RECONCILE, True, "manifest rows = raw rows = accepted + quarantined"
+    )
+    staged_meta: dict[str, dict] = {}
+    quarantine_meta: dict[str, dict] = {}
+    counts = step.warehouse.partition_row_counts(RAW_ORDER_LINES, step.partitions)
+    con = duckdb_connection()
+    for chunk in plan_chunks(counts, step.platform.chunk_rows):
+        step.warehouse.register(con, RAW_ORDER_LINES, chunk)
+        staged, quarantined = run_gate(con)
+        stg_snapshot = step.warehouse.overwrite_sql(STG_ORDER_LINES, con, staged, chunk, step.snapshot_properties())
+        q_snapshot = step.warehouse.overwrite_sql(
+            QUARANTINE_ORDER_LINES, con, quarantined, chunk, step.snapshot_properties()
+        )
+        expected = manifest_rows(step, con, chunk)
+        accepted = step.warehouse.partition_row_counts(STG_ORDER_LINES, chunk, stg_snapshot)
+        refused = step.warehouse.partition_row_counts(QUARANTINE_ORDER_LINES, chunk, q_snapshot)
+        reasons: dict[str, dict[str, int]] = {p: {} for p in chunk}
+        for day, reason, n in con.sql(
+            "SELECT partition_date::VARCHAR, reason, count(*) FROM gated WHERE reason IS NOT NULL GROUP BY ALL ORDER BY ALL"
+        ).fetchall():
+            reasons[day][reason] = n
+        with step.ledger.batch():
+            for partition in chunk:
+                raw_rows = counts[partition]
+                observed = {
+                    "manifest_rows": expected[partition],
+                    "raw_rows": raw_rows,
+                    "accepted": accepted[partition],
+                    "quarantined": refused[partition],
+                }
+                ok = expected[partition] == raw_rows == accepted[partition] + refused[partition]
+                reconcile.add(partition, ok, observed, {"staged": expected[partition], "rule": "accepted + quarantined"})
+                step.record_built(partition, stg_snapshot, detail=observed)
+                step.ledger.append_event(
+                    "quarantine_order_lines",
+                    partition,
+                    "BUILT",
+                    step.now(),
+                    actor=f"run:{step.run_id}",
+                    snapshot_id=q_snapshot,
+                    run_id=step.run_id,
+                    lane=step.lane,
+                    detail={"reasons": reasons[partition]},
+                )
+                staged_meta[partition] = {
+                    "staged": raw_rows,
+                    "accepted": accepted[partition],
+                    "quarantined": refused[partition],
+                }
+                quarantine_meta[partition] = {"quarantined": refused[partition], "reasons": dg.MetadataValue.json(reasons[partition])}
+                step.log_partition(partition, "ok" if ok else "mismatch", **observed, reasons=reasons[partition])
+    con.close()
+    step.add_partition_metadata(staged_meta, asset_key="stg_order_lines")
+    step.add_partition_metadata(quarantine_meta, asset_key="quarantine_order_lines")
+    return (
+        dg.MaterializeResult(asset_key="stg_order_lines", check_results=step.record_checks([reconcile])),
+        dg.MaterializeResult(asset_key="quarantine_order_lines"),
+    )

@@ -1,0 +1,145 @@
+"""Sensors: start loads when sources are ready, certify what successful runs built."""
+
+
+import dagster as dg
+
+from ...product.certification_gate import CERTIFIED_ASSETS, certified_partitions, certify_run
+from ...store.landing import parse_manifest
+from ...product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
+from ...store.ledger import RESTATEMENT_PENDING
+from ..partitions import FIRST_SALES_DATE
+from ...store.platform import Platform
+from ..resources import AtlasmartResource
+from .jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job
+from .schedules import TRIGGER_TAG
+
+RESTATES_BATCH_TAG = "atlasmart/restates_batch"
+
+
+def plan_manifest_runs(platform: Platform) -> tuple[list[dg.RunRequest], list[str]]:
+    """Run requests for ready batches the platform has not loaded, and why other days are skipped."""
+    now = platform.clock.now()
+    current = current_partition(now)
+    known = {b["batch_id"] for b in platform.ledger.batches()}
+    requests, skipped = [], []
+    for partition in platform.landing.partitions():
+        if partition < FIRST_SALES_DATE or partition > current:
+            skipped.append(f"{partition}: outside the partitions that exist now (first {FIRST_SALES_DATE}, current {current})")
+            continue
+        raw = platform.landing.read_manifest_bytes(partition)
+        if raw is None:
+            skipped.append(f"{partition}: manifest not landed yet")
+            continue
+        manifest, problems = parse_manifest(raw, partition)
+        if manifest is None:
+            skipped.append(f"{partition}: manifest unusable ({'; '.join(problems)})")
+            continue
+        if manifest.ready_at > now:
+            skipped.append(f"{partition}: manifest declares ready_at {manifest.ready_at.isoformat()} (in the future)")
+            continue
+        if manifest.batch_id in known:
+            continue
+        certified = any(platform.ledger.served(asset, partition) for asset in CERTIFIED_ASSETS)
+        lane = CURRENT if (partition == current and not certified) else BACKFILL
+        tags = {LANE_TAG: lane, TRIGGER_TAG: "landing_manifest_sensor"}
+        if certified:
+            tags[RESTATES_BATCH_TAG] = manifest.batch_id
+            pending = platform.ledger.events(partition=partition, states=(RESTATEMENT_PENDING,))
+            if not any(e.detail.get("batch_id") == manifest.batch_id for e in pending):
+                for asset in CERTIFIED_ASSETS:
+                    platform.ledger.append_event(
+                        asset,
+                        partition,
+                        RESTATEMENT_PENDING,
+                        now,
+                        actor="landing_manifest_sensor",
+                        lane=BACKFILL,
+                        reason=f"new batch {manifest.batch_id} for an already certified day",
+                        detail={"batch_id": manifest.batch_id, "source_seq_high": manifest.source_seq_high},
+                    )
+        requests.append(
+            dg.RunRequest(
+                run_key=manifest.batch_id,
+                partition_key=partition,
+                job_name=(daily_sales_job if lane == CURRENT else backfill_sales_job).name,
+                tags=tags,
+            )
+        )
+    return requests, skipped
+
+
+@dg.sensor(
+    name="landing_manifest_sensor",
+    jobs=[daily_sales_job, backfill_sales_job],
+    minimum_interval_seconds=60,
+    description=(
+        "Starts a load for every day whose ERP manifest has landed and is ready, once per batch_id. "
+        "The current day runs in the current lane; a new batch for an already certified day is marked "
+        "RESTATEMENT_PENDING and rebuilt in the backfill lane. Skips say which days wait and why."
+    ),
+)
+def landing_manifest_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):
+    requests, skipped = plan_manifest_runs(atlasmart.platform)
+    if requests:
+        return dg.SensorResult(run_requests=requests)
+    return dg.SkipReason("no new ready batch; " + ("; ".join(skipped[-5:]) if skipped else "landing zone empty"))
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    name="certification_sensor",
+    minimum_interval_seconds=30,
+    request_job=dashboard_checks_job,
+    description=(
+        "After a run succeeds, runs the certification gate on every certified asset partition it built "
+        "and records CERTIFIED (or CERTIFICATION_REFUSED with reasons) in the ledger; then requests the "
+        "dashboards' golden cross-checks, whose passing days certify the dashboards."
+    ),
+)
+def certification_sensor(context: dg.RunStatusSensorContext, atlasmart: AtlasmartResource):
+    decisions = certify_run(
+        atlasmart.platform,
+        context.dagster_run.run_id,
+        run_succeeded=True,
+        actor="certification_sensor",
+        instance=context.instance,
+    )
+    certified = certified_partitions(decisions)
+    refused = [d for d in decisions if not d.certified]
+    if refused:
+        context.log.warning(
+            "certification refused: " + "; ".join(f"{d.asset} {d.partition}: {', '.join(d.reasons)}" for d in refused)
+        )
+    if certified:
+        context.log.info(f"certified partitions {', '.join(certified)} of run {context.dagster_run.run_id}")
+    return golden_check_request(decisions, context.dagster_run.run_id)
+
+
+def golden_check_request(decisions, run_id: str) -> dg.RunRequest | None:
+    """Golden cross-checks follow newly certified data products only.
+
+    A run of the golden checks certifies dashboards; requesting checks again
+    for that would start a run per run, forever.
+    """
+    if any(d.certified and d.asset in CERTIFIED_ASSETS for d in decisions):
+        return dg.RunRequest(run_key=f"golden-{run_id}")
+    return None
+
+
+@dg.sensor(
+    name="incident_sensor",
+    minimum_interval_seconds=60,
+    description=(
+        "Opens or updates incidents from evidence: failed blocking checks and dashboard golden checks, missed "
+        "SLOs, failed runs of the certified chain, and days still blocked upstream 10 minutes after their "
+        "schedule. Idempotent: each piece of evidence reaches exactly one incident."
+    ),
+)
+def incident_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):
+    from ...ops.incidents.detection import detect
+
+    touched = detect(atlasmart.platform, context.instance)
+    if not touched:
+        return dg.SkipReason("no new evidence of trouble")
+    context.log.warning(f"incidents opened or updated: {', '.join(touched)}")
+    return dg.SkipReason(f"incidents opened or updated: {', '.join(touched)} (see atlasmart incident list)")

@@ -1,0 +1,1 @@
+"""Operating the product: runs, backfills, recovery, maintenance, incidents, access and observability."""

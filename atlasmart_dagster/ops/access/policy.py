@@ -1,0 +1,166 @@
+"""The access policy: roles, what each may read, what each may do, and who holds which role.
+
+Reads are granted per relation, with the *version* a role sees: consumers of
+the semantic layer and marts read certified versions only; engineering roles
+read what is published. A grant can narrow a relation to some columns, which
+is how customer PII (``full_name``, ``email``) stays out of every role:
+the gateway never loads a column a role was not granted.
+
+Principals are people or services, never both, each with its own credential
+id; a role is held by principals, never shared credentials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import AtlasmartError
+from ...product.pii import PII_COLUMNS
+
+CERTIFIED = "certified"  # newest certified version of each partition
+PUBLISHED = "published"  # the table as published now
+
+CONSUMER_LAYER = ("metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue")
+ENGINEERING_LAYERS = ("raw_order_lines", "stg_order_lines", "quarantine_order_lines", "fact_sales", "agg_daily_sales")
+NON_PII_CUSTOMER_COLUMNS = ("customer_id", "region")
+
+WITHDRAW_CERTIFICATION = "withdraw_certification"
+HOLD_CERTIFICATION = "hold_certification"
+
+
+class AccessDenied(AtlasmartError):
+    """The principal may not do this. The message names no data it may not see."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    relation: str
+    version: str = PUBLISHED
+    columns: tuple[str, ...] | None = None  # None: every column
+
+    def describe(self) -> str:
+        cols = f" ({', '.join(self.columns)} only)" if self.columns else ""
+        return f"{self.version}{cols}"
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    description: str
+    grants: tuple[Grant, ...]
+    permissions: frozenset[str] = frozenset()
+    writes: tuple[str, ...] = ()
+
+    @property
+    def readable(self) -> dict[str, Grant]:
+        return {g.relation: g for g in self.grants}
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    kind: str  # "human" | "service"
+    role: str
+    credential_id: str
+
+
+_CONSUMER_GRANTS = tuple(Grant(r, CERTIFIED) for r in CONSUMER_LAYER)
+
+ROLES: dict[str, Role] = {
+    role.name: role
+    for role in (
+        Role(
+            "bi_reader",
+            "Dashboards and business readers: the governed metric and the certified marts, certified versions only.",
+            _CONSUMER_GRANTS,
+        ),
+        Role(
+            "finance_analyst",
+            "Finance analysts: the consumer layer plus sales facts and product/customer attributes, never PII.",
+            _CONSUMER_GRANTS
+            + (
+                Grant("fact_sales", PUBLISHED),
+                Grant("dim_product", PUBLISHED),
+                Grant("dim_customer", PUBLISHED, NON_PII_CUSTOMER_COLUMNS),
+            ),
+        ),
+        Role(
+            "etl_service",
+            "The pipeline's service identity: reads and writes the engineering layers; cannot read the consumer layer.",
+            tuple(Grant(r, PUBLISHED) for r in ENGINEERING_LAYERS)
+            + (Grant("dim_product", PUBLISHED), Grant("dim_customer", PUBLISHED, NON_PII_CUSTOMER_COLUMNS)),
+            writes=ENGINEERING_LAYERS + ("dim_customer", "dim_product"),
+        ),
+        Role(
+            "incident_responder",
+            "On-call responders: read everything except PII to diagnose; may withdraw and hold certification.",
+            tuple(Grant(r, PUBLISHED) for r in ENGINEERING_LAYERS + CONSUMER_LAYER)
+            + (Grant("dim_product", PUBLISHED), Grant("dim_customer", PUBLISHED, NON_PII_CUSTOMER_COLUMNS)),
+            permissions=frozenset({WITHDRAW_CERTIFICATION, HOLD_CERTIFICATION}),
+        ),
+    )
+}
+
+PRINCIPALS: dict[str, Principal] = {
+    p.name: p
+    for p in (
+        Principal("bi-dashboards", "service", "bi_reader", "cred-svc-bi-dashboards"),
+        Principal("cfo@atlasmart.example", "human", "bi_reader", "cred-usr-cfo"),
+        Principal("ana.finance@atlasmart.example", "human", "finance_analyst", "cred-usr-ana"),
+        Principal("dagster-etl", "service", "etl_service", "cred-svc-dagster-etl"),
+        Principal("oncall@atlasmart.example", "human", "incident_responder", "cred-usr-oncall"),
+    )
+}
+
+ALL_RELATIONS = ENGINEERING_LAYERS + CONSUMER_LAYER + ("dim_product", "dim_customer")
+
+
+def principal_for(name: str) -> Principal:
+    """A principal by name; a role name resolves to the role's service (or only) principal."""
+    if name in PRINCIPALS:
+        return PRINCIPALS[name]
+    if name in ROLES:
+        holders = sorted((p for p in PRINCIPALS.values() if p.role == name), key=lambda p: (p.kind != "service", p.name))
+        return holders[0]
+    raise AccessDenied(f"unknown principal or role {name!r}")
+
+
+def require(principal_name: str, permission: str) -> Principal:
+    """The principal, if its role has ``permission``; otherwise AccessDenied."""
+    try:
+        principal = principal_for(principal_name)
+    except AccessDenied:
+        raise AccessDenied(f"{principal_name!r} is not a known principal; {permission} needs an authorised one") from None
+    if permission not in ROLES[principal.role].permissions:
+        raise AccessDenied(f"{principal.name} ({principal.role}) may not {permission.replace('_', ' ')}")
+    return principal
+
+
+def validate_policy() -> list[str]:
+    """Problems with the policy itself (shared credentials, unknown roles, PII granted)."""
+    problems = []
+    credentials: dict[str, str] = {}
+    for p in PRINCIPALS.values():
+        if p.kind not in ("human", "service"):
+            problems.append(f"{p.name}: kind must be human or service")
+        if p.role not in ROLES:
+            problems.append(f"{p.name}: unknown role {p.role}")
+        if p.credential_id in credentials:
+            problems.append(f"{p.name} shares credential {p.credential_id} with {credentials[p.credential_id]}")
+        credentials[p.credential_id] = p.name
+    for role in ROLES.values():
+        for grant in role.grants:
+            if grant.relation == "dim_customer" and (grant.columns is None or set(grant.columns) & set(PII_COLUMNS)):
+                problems.append(f"{role.name} is granted customer PII")
+    return problems
+
+
+def matrix() -> dict[str, dict[str, str]]:
+    """relation -> role -> 'allow: <version/columns>' | 'deny'."""
+    return {
+        relation: {
+            role.name: (f"allow: {role.readable[relation].describe()}" if relation in role.readable else "deny")
+            for role in ROLES.values()
+        }
+        for relation in ALL_RELATIONS
+    }

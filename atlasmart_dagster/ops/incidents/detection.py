@@ -1,0 +1,202 @@
+"""Detection: turn evidence into signals, and signals into (new or updated) incidents.
+
+Signals come from the ledger and the Dagster instance:
+
+* a blocking check failed (or a dashboard's golden cross-check);
+* a partition missed an SLO;
+* a run for the certified chain failed (other than "source not ready");
+* a day is still blocked upstream ``SOURCE_LATE_GRACE`` minutes after its schedule;
+* a consumer reported a problem (``atlasmart incident report``).
+
+Every signal has a stable key, so detection is idempotent: the sensor can run
+every minute and each piece of evidence reaches exactly one incident. A signal
+joins an open incident that already covers its day (or the same asset and
+check); otherwise it opens a new one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import dagster as dg
+
+from ...product.certification_gate import CERTIFIED_ASSETS
+from ...defs.checks.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
+from ...store.clock import format_ts
+from ...product.lanes import LANE_TAG
+from ...store.ledger import BLOCKED_UPSTREAM
+from ...product.pii import redact_for
+from ...store.platform import Platform
+from ...product.slo import SOURCE_LATE_GRACE, scheduled_at
+from .store import Incident, IncidentStore
+
+
+
+def _check_signals(platform: Platform) -> list[dict[str, Any]]:
+    signals = []
+    for r in platform.ledger.check_results():
+        if r["passed"] or not (r["blocking"] or r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC):
+            continue
+        signals.append({
+            "key": f"check:{r['id']}",
+            "kind": "check_failed",
+            "asset": r["asset"],
+            "check": r["check_name"],
+            "partition": r["partition"],
+            "run_id": r["run_id"],
+            "observed": r["observed"],
+            "expected": r["expected"],
+            "detail": f"{r['asset']}:{r['check_name']} failed for {r['partition']}",
+        })
+    return signals
+
+
+def _slo_signals(platform: Platform) -> list[dict[str, Any]]:
+    return [
+        {
+            "key": f"slo:{r['id']}",
+            "kind": "slo_missed",
+            "partition": r["partition"],
+            "objective": r["objective"],
+            "run_id": r["run_id"],
+            "observed": {"value": r["value"], "unit": r["unit"]},
+            "expected": {"target": r["target"]},
+            "missed_by": r["missed_by"],
+            "detail": f"{r['objective']} SLO missed for {r['partition']}"
+            + (f" by {r['missed_by']:g} {r['unit']}" if r["missed_by"] is not None else ""),
+        }
+        for r in platform.ledger.slo_records()
+        if not r["met"]
+    ]
+
+
+def _source_late_signals(platform: Platform, now: datetime) -> list[dict[str, Any]]:
+    signals, seen = [], set()
+    blocked = platform.ledger.events(asset="raw_order_lines", states=(BLOCKED_UPSTREAM,))
+    if not blocked:
+        return signals
+    served = [platform.ledger.served_map(asset) for asset in CERTIFIED_ASSETS]
+    last_built: dict[str, int] = {}
+    for e in platform.ledger.events(asset="raw_order_lines", states=("BUILT",)):
+        last_built[e.partition] = max(e.id, last_built.get(e.partition, e.id))
+    for event in blocked:
+        partition = event.partition
+        if partition in seen or now < scheduled_at(partition) + SOURCE_LATE_GRACE:
+            continue
+        if all(partition in by_partition for by_partition in served):
+            continue
+        if last_built.get(partition, event.id) > event.id:  # loaded after it was blocked
+            continue
+        seen.add(partition)
+        signals.append({
+            "key": f"source_late:{partition}",
+            "kind": "source_late",
+            "asset": "raw_order_lines",
+            "partition": partition,
+            "run_id": event.run_id,
+            "observed": {"problems": event.detail.get("problems", []), "now": format_ts(now)},
+            "expected": {"ready_by": format_ts(scheduled_at(partition))},
+            "detail": f"{partition} still blocked upstream at {format_ts(now)}: "
+            + "; ".join(event.detail.get("problems", [])),
+        })
+    return signals
+
+
+def _run_failure_signals(platform: Platform, instance: dg.DagsterInstance) -> list[dict[str, Any]]:
+    blocked_runs = {e.run_id for e in platform.ledger.events(states=(BLOCKED_UPSTREAM,))}
+    signals = []
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE])):
+        run = record.dagster_run
+        if run.run_id in blocked_runs or LANE_TAG not in run.tags:
+            continue
+        partition = run.tags.get("dagster/partition") or run.tags.get("dagster/asset_partition_range_start")
+        signals.append({
+            "key": f"run:{run.run_id}",
+            "kind": "run_failed",
+            "partition": partition,
+            "run_id": run.run_id,
+            "job": run.job_name,
+            "detail": f"run of {run.job_name} for {partition} failed",
+        })
+    return signals
+
+
+def collect_signals(platform: Platform, instance: dg.DagsterInstance | None = None) -> list[dict[str, Any]]:
+    now = platform.clock.now()
+    signals = _check_signals(platform) + _slo_signals(platform) + _source_late_signals(platform, now)
+    if instance is not None:
+        signals += _run_failure_signals(platform, instance)
+    return signals
+
+
+TITLES = {
+    "check_failed": lambda s: f"Check failed: {s['asset']}:{s['check']} for {s['partition']}",
+    "slo_missed": lambda s: f"SLO missed: {s['objective']} for {s['partition']}",
+    "source_late": lambda s: f"Source late: {s['partition']} not ready after its 08:00 schedule",
+    "run_failed": lambda s: f"Run failed: {s['job']} for {s['partition']}",
+    "consumer_report": lambda s: f"Consumer report: {s['detail'][:80]}",
+}
+
+
+def _matches(incident: Incident, signal: dict[str, Any]) -> bool:
+    if signal.get("partition") and signal["partition"] in incident.partitions:
+        return True
+    same_check = any(
+        s.get("asset") == signal.get("asset") and s.get("check") == signal.get("check") and s.get("kind") == signal["kind"]
+        for s in incident.signals
+    )
+    return bool(signal.get("asset")) and same_check
+
+
+def route(
+    store: IncidentStore, signal: dict[str, Any], at: datetime, actor: str, seen: set[str] | None = None
+) -> str | None:
+    """Attach a new signal to the open incident it belongs to, or open one. None if already seen.
+
+    ``seen`` (the keys already routed, from ``store.seen_signal_keys()``) saves
+    re-reading every signal event per call; the routed key is added to it.
+    """
+    if seen is None:
+        seen = store.seen_signal_keys()
+    if signal["key"] in seen:
+        return None
+    seen.add(signal["key"])
+    for incident in store.open_incidents():
+        if _matches(incident, signal):
+            store.append(incident.id, at, actor, "signal", signal["detail"], data=signal)
+            return incident.id
+    incident = store.open(TITLES[signal["kind"]](signal), actor, at)
+    store.append(incident.id, at, actor, "signal", signal["detail"], data=signal)
+    return incident.id
+
+
+def detect(platform: Platform, instance: dg.DagsterInstance | None = None, actor: str = "incident_sensor") -> list[str]:
+    """Collect signals and route the new ones; returns the ids of incidents opened or updated."""
+    store = IncidentStore(platform.ledger)
+    at = platform.clock.now()
+    touched = []
+    seen = store.seen_signal_keys()
+    for signal in collect_signals(platform, instance):
+        if signal["key"] in seen:
+            continue
+        incident_id = route(store, signal, at, actor, seen)
+        if incident_id and incident_id not in touched:
+            touched.append(incident_id)
+    return touched
+
+
+def consumer_report(platform: Platform, reporter: str, text: str, asset: str | None, partition: str | None) -> str:
+    """A consumer says something is wrong: open (or update) an incident with their words."""
+    store = IncidentStore(platform.ledger)
+    at = platform.clock.now()
+    signal = {
+        "key": f"report:{store.ledger.allocate_id('RPT')}",
+        "kind": "consumer_report",
+        "asset": asset,
+        "partition": partition,
+        "reporter": reporter,
+        # a reporter may paste a customer's name or email: never stored
+        "detail": redact_for(platform)(text),
+    }
+    return route(store, signal, at, actor=reporter)

@@ -1,0 +1,376 @@
+"""The incident workflow: contain, identify, notify, repair, verify, resolve, postmortem.
+
+Every step reads evidence from the ledger and the live asset graph and
+appends what it did to the incident, with the actor and the logical time.
+The order is enforced where it protects consumers: certification of the
+affected scope stays held from containment until verification has proven,
+by recomputing the controls from the immutable raw evidence, that every layer
+reconciles; an incident cannot be resolved before that.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from ..access.policy import WITHDRAW_CERTIFICATION
+from ..backfills import BackfillRequest, run_backfill
+from ...product.certification_gate import CERTIFIED_ASSETS, certify_builds
+from ...product.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
+from ...product.dashboards import DEFAULT_DASHBOARDS
+from ...store.ledger import BUILT, WITHDRAWN
+from ...store.platform import Platform
+from ...product.published_controls import controls_of, metric_revenue_of
+from ...product.serving import partition_status
+from ...store.tables import (
+    AGG_DAILY_SALES,
+    FACT_SALES,
+    MART_EXECUTIVE_REVENUE,
+    MART_FINANCE_DAILY_SALES,
+    RAW_ORDER_LINES,
+)
+from ...transforms.staging import gate_sql
+from ...store.warehouse import duckdb_connection
+from . import blast_radius as radius
+from .notices import build_notice, to_markdown
+from .store import CONTAINED, IDENTIFIED, REPAIRING, RESOLVED, VERIFYING, Incident, IncidentError, IncidentStore
+from .triage import classify
+
+
+@dataclass
+class IncidentWorkflow:
+    platform: Platform
+    defs: dg.Definitions
+    instance: dg.DagsterInstance | None = None
+    log_level: str | None = None
+
+    @property
+    def store(self) -> IncidentStore:
+        return IncidentStore(self.platform.ledger)
+
+    def _now(self):
+        return self.platform.clock.now()
+
+    def get(self, incident_id: str) -> Incident:
+        return self.store.get(incident_id)
+
+    # -- notes ------------------------------------------------------------
+    def note(self, incident_id: str, actor: str, text: str) -> None:
+        from ...product.pii import redact_for
+
+        self.store.append(incident_id, self._now(), actor, "note", redact_for(self.platform)(text))
+
+    # -- identify: triage, blast radius, last known good -------------------
+    def identify(self, incident_id: str, actor: str, origin_asset: str | None = None,
+                 origin_field: str | None = None) -> dict[str, Any]:
+        incident = self.get(incident_id)
+        triage = classify(self.platform, incident)
+        self.store.append(incident_id, self._now(), actor, "triage",
+                          f"triage: {triage['verdict']} ({triage['note']})", data=triage)
+        if origin_field:
+            br = radius.from_field(self.defs, origin_field, incident.partitions)
+        else:
+            br = radius.from_asset(self.defs, origin_asset or _default_origin(incident, triage["verdict"]), incident.partitions)
+        self.store.append(incident_id, self._now(), actor, "blast_radius",
+                          f"blast radius from {br.origin}: {len(br.affected)} assets, owners {', '.join(br.owners)}",
+                          data=br.to_json())
+        self.store.append(incident_id, self._now(), actor, "last_known_good", "last known good state recorded",
+                          data=_last_known_good(self.platform, incident.partitions))
+        self.store.advance(self.get(incident_id), IDENTIFIED, self._now(), actor, f"identified: {triage['verdict']}")
+        return {"triage": triage, "blast_radius": br}
+
+    # -- contain -------------------------------------------------------------
+    def contain(self, incident_id: str, actor: str, assets: list[str] | None = None,
+                partitions: list[str] | None = None, withdraw: bool = True, hold: bool = True) -> dict[str, Any]:
+        """Withdraw served certifications in scope, hold certification, preserve the evidence.
+
+        A late source has nothing wrong to withdraw and no reason to hold
+        correct data back: ``hold=False`` records containment without a hold.
+        """
+        self._authorise(actor, WITHDRAW_CERTIFICATION, f"contain {incident_id}")
+        incident = self.get(incident_id)
+        partitions = sorted(partitions or incident.partitions)
+        if not partitions:
+            raise IncidentError("containment needs the affected days (--from/--to)")
+        assets = assets or list(CERTIFIED_ASSETS)
+        now = self._now()
+        ledger = self.platform.ledger
+        withdrawn = []
+        if withdraw:
+            for asset in assets:
+                served = ledger.served_map(asset)
+                for p in partitions:
+                    if p in served:
+                        cert = served[p].certification
+                        ledger.append_event(asset, p, WITHDRAWN, now, actor=actor, reason=f"contained by {incident_id}",
+                                            detail={"certification_ids": [cert.id], "incident_id": incident_id})
+                        withdrawn.append({"asset": asset, "partition": p, "version": served[p].version,
+                                          "fingerprint": cert.fingerprint})
+        hold_id = (ledger.hold(assets, partitions[0], partitions[-1], actor, f"incident {incident_id} under way",
+                               now, incident_id=incident_id) if hold else None)
+        evidence = {
+            "raw_batches": [{"batch_id": b["batch_id"], "partition": b["partition"], "data_sha256": b["data_sha256"]}
+                            for p in partitions for b in ledger.batches(p)],
+            "preserved": "raw store batches are write-once; withdrawn versions stay readable by snapshot (time travel)",
+        }
+        data = {"assets": assets, "partitions": partitions, "withdrawn": withdrawn, "hold_id": hold_id,
+                "evidence": evidence}
+        self.store.append(incident_id, now, actor, "scope", "scope set", data={"assets": assets, "partitions": partitions})
+        held = (f"certification held for {', '.join(assets)} {partitions[0]}..{partitions[-1]}" if hold
+                else "certification not held (nothing wrong was published)")
+        self.store.append(incident_id, now, actor, "containment",
+                          f"contained: {len(withdrawn)} certifications withdrawn; {held}", data=data)
+        self.store.advance(self.get(incident_id), CONTAINED, now, actor, "contained")
+        return data
+
+    def _authorise(self, actor: str, permission: str, action: str) -> None:
+        from ..access.gateway import log_decision
+        from ..access.policy import AccessDenied, principal_for, require
+
+        try:
+            principal = require(actor, permission)
+        except AccessDenied as exc:
+            try:
+                log_decision(self.platform, principal_for(actor), action, "deny", str(exc))
+            except AccessDenied:
+                pass  # not a principal at all: nothing to attribute the attempt to
+            raise
+        log_decision(self.platform, principal, action, "allow", permission)
+
+    # -- communicate ---------------------------------------------------------
+    def notify(self, incident_id: str, actor: str, *, stage: str, summary: str, repair: str, next_update: str,
+               restated: bool, corrected: dict | None = None, out_dir: Path | None = None) -> dict[str, Any]:
+        incident = self.get(incident_id)
+        notice = build_notice(self.platform, incident, stage=stage, summary=summary, repair=repair,
+                              next_update=next_update, restated=restated, corrected=corrected)
+        markdown = to_markdown(notice)
+        self.store.append(incident_id, self._now(), actor, "notice", f"consumer notice ({stage}) issued",
+                          data={**notice, "markdown": markdown})
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            stem = f"{incident_id}-{len(incident.of_kind('notice')) + 1:02d}-{stage}"
+            (out_dir / f"{stem}.json").write_text(json.dumps(notice, indent=2, sort_keys=True, default=str) + "\n")
+            (out_dir / f"{stem}.md").write_text(markdown)
+        return notice
+
+    # -- repair ----------------------------------------------------------------
+    def repair(self, incident_id: str, actor: str, start: str, end: str, reason: str, start_at: str | None = None,
+               include_current: bool = False):
+        """Rebuild the scope from raw (or from ``start_at`` down) in the backfill lane; certification stays held."""
+        if self.instance is None:
+            raise IncidentError("repair needs a Dagster instance")
+        self.store.advance(self.get(incident_id), REPAIRING, self._now(), actor, f"repairing {start}..{end}")
+        request = BackfillRequest(start=start, end=end, operator=actor, reason=reason, incident_id=incident_id,
+                                  start_at=start_at, include_current=include_current)
+        outcome = run_backfill(self.defs, self.instance, self.platform, request, log_level=self.log_level)
+        refused = [d.to_json() for d in outcome.decisions if not d.certified]
+        self.store.append(
+            incident_id, self._now(), actor, "repair",
+            f"repair run {outcome.run_id} in the {outcome.lane} lane "
+            f"{'succeeded' if outcome.success else 'failed'}; certification held until verification",
+            data={"request_id": outcome.request_id, "run_id": outcome.run_id, "lane": outcome.lane,
+                  "partitions": outcome.partitions, "start_at": start_at, "success": outcome.success,
+                  "failures": outcome.failures, "held_certifications": len(refused)},
+        )
+        return outcome
+
+    def record_repair(self, incident_id: str, actor: str, description: str, data: dict[str, Any]) -> None:
+        """A repair that is not a rebuild (e.g. redeploying a dashboard from the governed metric)."""
+        self.store.advance(self.get(incident_id), REPAIRING, self._now(), actor, "repairing")
+        self.store.append(incident_id, self._now(), actor, "repair", description, data=data)
+
+    # -- verify ----------------------------------------------------------------
+    def verify(self, incident_id: str, actor: str) -> dict[str, Any]:
+        """Recompute controls from raw; if every layer reconciles, release the hold and re-certify."""
+        incident = self.get(incident_id)
+        partitions = incident.partitions
+        report = verify_partitions(self.platform, partitions)
+        golden = _golden_report(self.platform, incident)
+        passed = report["reconciled"] and golden.get("passed", True)
+        data = {**report, "dashboards": golden, "passed": passed}
+        if passed:
+            for hold in self.platform.ledger.active_holds():
+                if hold["incident_id"] == incident_id:
+                    self.platform.ledger.release(hold["id"], actor, f"{incident_id} verified", self._now())
+            builds = _uncertified_builds(self.platform, partitions)
+            decisions = certify_builds(self.platform, builds, True, actor=f"{actor} (verification)", instance=self.instance)
+            if golden and self.instance is not None:
+                decisions += self._recheck_dashboards(actor)
+            data["recertified"] = sorted({(d.asset, d.partition) for d in decisions if d.certified})
+            data["still_refused"] = [d.to_json() for d in decisions if not d.certified]
+        self.store.append(incident_id, self._now(), actor, "verification",
+                          f"verification {'passed' if passed else 'FAILED'}: canonical controls {report['canonical_total']}",
+                          data=data)
+        self.store.advance(self.get(incident_id), VERIFYING, self._now(), actor, "verifying")
+        return data
+
+    def _recheck_dashboards(self, actor: str):
+        """Run the dashboards' golden checks for real and certify the days that pass."""
+        from ..runs import run_golden_checks
+
+        _, decisions = run_golden_checks(self.defs, self.instance, self.platform, f"{actor} (verification)",
+                                         self.log_level)
+        return decisions
+
+    # -- resolve -----------------------------------------------------------------
+    def resolve(self, incident_id: str, actor: str, summary: str) -> None:
+        incident = self.get(incident_id)
+        verification = incident.latest("verification")
+        problems = []
+        if verification is None or not verification["data"]["passed"]:
+            problems.append("verification has not passed (run `atlasmart incident verify`)")
+        else:
+            # the world may have moved since verification: re-check now
+            if not verify_partitions(self.platform, incident.partitions)["reconciled"]:
+                problems.append("canonical controls no longer reconcile")
+        for p in incident.partitions:
+            state = partition_status(self.platform, p).state
+            if state != "CERTIFIED":
+                problems.append(f"{p} is {state}, not CERTIFIED")
+        if any(h["incident_id"] == incident_id for h in self.platform.ledger.active_holds()):
+            problems.append("certification is still held for this incident")
+        if problems:
+            raise IncidentError(f"{incident_id} cannot be resolved: " + "; ".join(problems))
+        self.store.append(incident_id, self._now(), actor, "resolution", summary, status=RESOLVED)
+
+    # -- postmortem -------------------------------------------------------------
+    def add_action(self, incident_id: str, actor: str, owner: str, due: str, gap: str, verification: str) -> str:
+        problems = []
+        if not (owner or "").strip():
+            problems.append("an owner")
+        try:
+            date.fromisoformat(due or "")
+        except ValueError:
+            problems.append("a due date (YYYY-MM-DD)")
+        if not (gap or "").strip():
+            problems.append("the detected gap it closes")
+        if not (verification or "").strip():
+            problems.append("how completion will be verified")
+        if problems:
+            raise IncidentError("postmortem action rejected: it needs " + ", ".join(problems))
+        action_id = self.platform.ledger.allocate_id("PM")
+        self.store.append(incident_id, self._now(), actor, "postmortem_action", f"action {action_id} for {owner}: {gap}",
+                          data={"action_id": action_id, "owner": owner, "due": due, "gap": gap,
+                                "verification": verification})
+        return action_id
+
+    def complete_action(self, incident_id: str, action_id: str, actor: str, evidence: str) -> None:
+        incident = self.get(incident_id)
+        if not any(e["data"].get("action_id") == action_id for e in incident.of_kind("postmortem_action")):
+            raise IncidentError(f"{incident_id} has no postmortem action {action_id}")
+        if not (evidence or "").strip():
+            raise IncidentError(f"completing {action_id} needs the evidence that proves it done")
+        self.store.append(incident_id, self._now(), actor, "action_done", f"action {action_id} done: {evidence}",
+                          data={"action_id": action_id, "evidence": evidence})
+
+
+def _default_origin(incident: Incident, verdict: str) -> str:
+    from .triage import SEMANTIC
+
+    if verdict == SEMANTIC:
+        return "metric_gross_revenue"
+    failed_checks = [s for s in incident.signals if s["kind"] == "check_failed"]
+    if failed_checks:
+        return failed_checks[0]["asset"]
+    return "raw_order_lines"
+
+
+def _last_known_good(platform: Platform, partitions: list[str]) -> dict[str, Any]:
+    out = {}
+    for asset in CERTIFIED_ASSETS:
+        served = platform.ledger.served_map(asset)
+        out[asset] = {
+            "in_scope": {p: {"version": served[p].version, "fingerprint": served[p].certification.fingerprint,
+                             "controls": served[p].certification.controls.to_json()
+                             if served[p].certification.controls else None}
+                         for p in partitions if p in served},
+            "latest_certified_day": max(served) if served else None,
+        }
+    return out
+
+
+def canonical_controls(platform: Platform, partitions: list[str]) -> dict[str, ControlTuple]:
+    """Controls recomputed from the raw table through the contract rules, independent of every published layer."""
+    con = duckdb_connection()
+    try:
+        platform.warehouse.register(con, RAW_ORDER_LINES, partitions, name="verify_raw")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE verify_gated AS {gate_sql('verify_raw')}")
+        found = controls_by_date(
+            con,
+            FACT_CONTROLS_SQL,
+            """(SELECT partition_date AS sales_date, order_id, quantity, line_amount_usd AS revenue_usd,
+                       line_cost_usd AS cost_usd, line_amount_usd - line_cost_usd AS gross_profit_usd
+                FROM (SELECT *, row_number() OVER (PARTITION BY partition_date, order_id, line_no
+                                                   ORDER BY source_seq DESC, batch_id DESC, source_row DESC) AS newest
+                      FROM verify_gated WHERE reason IS NULL)
+                WHERE newest = 1 AND status = 'paid')""",
+        )
+        return {p: found.get(p, ControlTuple()) for p in partitions}
+    finally:
+        con.close()
+
+
+def verify_partitions(platform: Platform, partitions: list[str]) -> dict[str, Any]:
+    """Canonical controls vs every layer's latest build, per day and in total."""
+    canonical = canonical_controls(platform, partitions)
+    wh = platform.warehouse
+    raw_rows = wh.partition_row_counts(RAW_ORDER_LINES, partitions)
+    layers = {
+        "fact_sales": controls_of(wh, FACT_SALES, partitions),
+        "agg_daily_sales": controls_of(wh, AGG_DAILY_SALES, partitions),
+        "mart_finance_daily_sales": controls_of(wh, MART_FINANCE_DAILY_SALES, partitions),
+        "mart_executive_revenue": controls_of(wh, MART_EXECUTIVE_REVENUE, partitions),
+    }
+    metric = metric_revenue_of(wh, partitions)
+    per_day, reconciled = {}, True
+    for p in partitions:
+        mismatches = [name for name, values in layers.items() if values[p] != canonical[p]]
+        if raw_rows[p] == 0:
+            mismatches.append("no raw evidence for this day")
+        if metric[p] != canonical[p].revenue_usd:
+            mismatches.append("metric_gross_revenue")
+        reconciled &= not mismatches
+        per_day[p] = {"canonical": str(canonical[p]), "mismatches": mismatches}
+    return {"reconciled": reconciled, "per_day": per_day, "canonical_total": str(total(canonical.values()))}
+
+
+def _uncertified_builds(platform: Platform, partitions: list[str]):
+    """The newest build of each certified asset and day in scope that is not the one being served."""
+    builds = []
+    for asset in CERTIFIED_ASSETS:
+        served = platform.ledger.served_map(asset)
+        for p in partitions:
+            events = platform.ledger.events(asset=asset, partition=p, states=(BUILT,))
+            if not events:
+                continue
+            newest = events[-1]
+            serving = served.get(p)
+            if serving is None or serving.certification.detail.get("built_event_id") != newest.id:
+                builds.append(newest)
+    return builds
+
+
+def _golden_report(platform: Platform, incident: Incident) -> dict[str, Any]:
+    """For incidents touching dashboards: do their governed tiles equal the governed metric now?"""
+    dashboards = [s.get("asset") for s in incident.signals if s.get("asset") in DEFAULT_DASHBOARDS]
+    if not dashboards:
+        return {}
+    from ...product.dashboards import current, governed_values, tile_values
+
+    governed = governed_values(platform)
+    report, passed = {}, True
+    for asset in sorted(set(dashboards)):
+        dashboard = current(platform.ledger, asset)
+        values = tile_values(platform, dashboard)
+        claimed = [t.key for t in dashboard.tiles if t.governed_metric]
+        totals = {k: format(sum(values[k].values()), "f") for k in claimed}
+        ok = all(values[k] == governed for k in claimed)
+        passed &= ok
+        report[asset] = {"version": dashboard.version, "totals": totals,
+                         "governed_total": format(sum(governed.values()), "f"), "matches": ok}
+    return {"passed": passed, "dashboards": report}

@@ -1,0 +1,115 @@
+"""Prometheus metrics computed from the ledger at scrape time.
+
+Counters come from append-only ledger tables, so they only ever grow; gauges
+describe the state now. Served on 127.0.0.1 by ``atlasmart metrics serve`` and
+written as a node-exporter textfile by ``atlasmart metrics write``.
+
+===============================================  =======  ===============================================
+metric                                           type     labels / meaning
+===============================================  =======  ===============================================
+atlasmart_records_processed_total                counter  rows through the quality gate, all builds
+atlasmart_records_quarantined_total              counter  rows the gate quarantined, all builds
+atlasmart_partition_load_duration_seconds        gauge    partition: run start -> end of its latest load
+atlasmart_freshness_lag_seconds                  gauge    partition: ready -> certified at first delivery
+atlasmart_last_certified_timestamp_seconds       gauge    asset: when it was last certified
+atlasmart_certified_partitions                   gauge    asset: partitions consumers are served
+atlasmart_slo_misses_total                       counter  objective: missed SLO evaluations
+atlasmart_open_incidents                         gauge    incidents not resolved
+atlasmart_schema_drift_detections_total          counter  failed source contract conformance checks
+atlasmart_step_retries_total                     counter  asset: retried step attempts
+===============================================  =======  ===============================================
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Iterator
+
+from prometheus_client import CollectorRegistry, write_to_textfile
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ...product.certification_gate import CERTIFIED_ASSETS
+from ...defs.checks.check_names import SOURCE_CONTRACT_CONFORMS
+from ...store.clock import parse_ts
+from ...store.ledger import BUILT, CERTIFIED
+from ...store.platform import Platform
+from ...product.slo import OBJECTIVES
+
+
+class LedgerCollector(Collector):
+    def __init__(self, platform: Platform):
+        self.platform = platform
+
+    def collect(self) -> Iterator[Metric]:
+        ledger = self.platform.ledger
+        staged = ledger.events(asset="stg_order_lines", states=(BUILT,))
+        processed = CounterMetricFamily("atlasmart_records_processed", "Rows through the quality gate (all builds).",
+                                        labels=["layer"])
+        processed.add_metric(["staging"], sum(e.detail.get("raw_rows", 0) for e in staged))
+        yield processed
+        quarantined = CounterMetricFamily("atlasmart_records_quarantined", "Rows quarantined by the quality gate.",
+                                          labels=["layer"])
+        quarantined.add_metric(["staging"], sum(e.detail.get("quarantined", 0) for e in staged))
+        yield quarantined
+
+        durations = GaugeMetricFamily("atlasmart_partition_load_duration_seconds",
+                                      "Run start to run end of the latest load of each partition.", labels=["partition"])
+        by_run: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+        for phase in ledger.phases():
+            by_run[(phase["partition"], phase["run_id"])].setdefault(phase["phase"], phase["at"])
+            if phase["phase"] == "run_finished":
+                by_run[(phase["partition"], phase["run_id"])]["run_finished"] = phase["at"]
+        latest: dict[str, float] = {}
+        for (partition, _), phases in by_run.items():
+            if "run_started" in phases and "run_finished" in phases:
+                latest[partition] = (parse_ts(phases["run_finished"]) - parse_ts(phases["run_started"])).total_seconds()
+        for partition in sorted(latest):
+            durations.add_metric([partition], latest[partition])
+        yield durations
+
+        slo = ledger.slo_records()
+        freshness = GaugeMetricFamily("atlasmart_freshness_lag_seconds",
+                                      "Manifest ready to certified, at the partition's first delivery.", labels=["partition"])
+        for record in slo:
+            if record["objective"] == "freshness" and record["value"] is not None:
+                freshness.add_metric([record["partition"]], record["value"] * 60)
+        yield freshness
+        misses = CounterMetricFamily("atlasmart_slo_misses", "Missed SLO evaluations.", labels=["objective"])
+        missed = Counter(r["objective"] for r in slo if not r["met"])
+        for objective in OBJECTIVES:
+            misses.add_metric([objective], missed.get(objective, 0))
+        yield misses
+
+        last = GaugeMetricFamily("atlasmart_last_certified_timestamp_seconds",
+                                 "When each certified product was last certified (Unix time).", labels=["asset"])
+        served = GaugeMetricFamily("atlasmart_certified_partitions", "Partitions consumers are served.", labels=["asset"])
+        for asset in CERTIFIED_ASSETS:
+            certs = ledger.events(asset=asset, states=(CERTIFIED,))
+            if certs:
+                last.add_metric([asset], parse_ts(certs[-1].recorded_at).timestamp())
+            served.add_metric([asset], len(ledger.served_map(asset)))
+        yield last
+        yield served
+
+        from ..incidents.store import IncidentStore
+
+        yield GaugeMetricFamily("atlasmart_open_incidents", "Incidents not resolved.",
+                                value=len(IncidentStore(ledger).open_incidents()))
+        drift = sum(1 for r in ledger.check_results() if r["check_name"] == SOURCE_CONTRACT_CONFORMS and not r["passed"])
+        yield CounterMetricFamily("atlasmart_schema_drift_detections", "Batches stopped by the source contract gate.",
+                                  value=drift)
+        retries = CounterMetricFamily("atlasmart_step_retries", "Retried step attempts.", labels=["asset"])
+        for asset, n in sorted(Counter(r["asset"] for r in ledger.rows("step_retries")).items()):
+            retries.add_metric([asset], n)
+        yield retries
+
+
+def registry_for(platform: Platform) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LedgerCollector(platform))
+    return registry
+
+
+def write_textfile(platform: Platform, path: str) -> None:
+    write_to_textfile(path, registry_for(platform))

@@ -1,0 +1,214 @@
+"""Running the daily chain in-process against a real Dagster instance, then certifying.
+
+The command line, the drills and the tests start runs through these functions
+so that what they do is what the schedule, the sensors and the UI do: the same
+jobs, the same lane tags, and the same certification gate after the run.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import dagster as dg
+
+from ..defs.automation.jobs import backfill_sales_job, daily_sales_job
+from ..product.certification_gate import GateDecision, certified_partitions, certify_run
+from ..defs.checks.slo_checks import SLO_CHECK_KEYS
+from ..product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
+from ..defs.partitions import range_tags
+from ..store.platform import Platform
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    partitions: list[str]
+    lane: str
+    success: bool
+    failures: list[str] = field(default_factory=list)
+    decisions: list[GateDecision] = field(default_factory=list)
+    result: dg.ExecuteInProcessResult | None = field(default=None, repr=False)
+    request_id: str | None = None
+
+    @property
+    def certified(self) -> list[str]:
+        return certified_partitions(self.decisions)
+
+    def to_json(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "partitions": self.partitions,
+            "lane": self.lane,
+            "success": self.success,
+            "failures": self.failures,
+            "certified": self.certified,
+            "refused": [d.to_json() for d in self.decisions if not d.certified],
+        }
+
+
+def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
+    """One line per failed step: the Failure's description, else the error's first line."""
+    messages = []
+    for event in result.all_events:
+        if event.event_type != dg.DagsterEventType.STEP_FAILURE:
+            continue
+        data = event.step_failure_data
+        if data.user_failure_data is not None and data.user_failure_data.description:
+            text = data.user_failure_data.description
+        elif data.error is not None:
+            text = data.error.message.strip().splitlines()[0]
+        else:
+            text = "step failed"
+        messages.append(f"{event.step_key}: {text}")
+    return messages
+
+
+def console_config(log_level: str | None) -> dict:
+    return {"loggers": {"console": {"config": {"log_level": log_level}}}} if log_level else {}
+
+
+def subset_job(defs: dg.Definitions, job: dg.JobDefinition, assets: Sequence[dg.AssetKey]) -> dg.JobDefinition:
+    """The job narrowed to ``assets`` with their checks, except the SLO checks (measured after the run)."""
+    keys = set(assets)
+    checks = {
+        k for k in defs.resolve_asset_graph().asset_check_keys if k.asset_key in keys and k not in SLO_CHECK_KEYS
+    }
+    return job.get_subset(asset_selection=keys, asset_check_selection=checks)
+
+
+def lane_for(platform: Platform, partitions: Sequence[str]) -> str:
+    """Current lane only for the current day; anything older is backfill-lane work."""
+    current = current_partition(platform.clock.now())
+    return CURRENT if list(partitions) == [current] else BACKFILL
+
+
+def run_chain(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    platform: Platform,
+    partitions: Sequence[str],
+    lane: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    certify: bool = True,
+    asset_selection: Sequence[dg.AssetKey] | None = None,
+    log_level: str | None = None,
+    progress=None,
+) -> RunOutcome:
+    """One run of the daily chain over ``partitions`` (a single day or a contiguous range).
+
+    ``asset_selection`` narrows the run to part of the chain (with its checks).
+    ``log_level`` sets what Dagster's console logger prints (the event log
+    stores everything regardless).
+    """
+    partitions = sorted(partitions)
+    lane = lane or lane_for(platform, partitions)
+    job = defs.resolve_job_def((daily_sales_job if lane == CURRENT else backfill_sales_job).name)
+    if asset_selection is not None:
+        job = subset_job(defs, job, asset_selection)
+    run_tags = {LANE_TAG: lane, **(tags or {})}
+    run_id = str(uuid.uuid4())
+    watcher = LedgerProgress(platform, run_id, progress) if progress is not None else None
+    try:
+        if len(partitions) == 1:
+            result = job.execute_in_process(
+                run_config=console_config(log_level),
+                instance=instance,
+                partition_key=partitions[0],
+                tags=run_tags,
+                raise_on_error=False,
+                run_id=run_id,
+            )
+        else:
+            run_tags.update(range_tags(partitions[0], partitions[-1]))
+            result = job.execute_in_process(
+                run_config=console_config(log_level), instance=instance, tags=run_tags, raise_on_error=False,
+                run_id=run_id,
+            )
+    finally:
+        if watcher is not None:
+            watcher.stop()
+    outcome = RunOutcome(
+        run_id=result.run_id,
+        partitions=list(partitions),
+        lane=lane,
+        success=result.success,
+        failures=[] if result.success else failure_messages(result),
+        result=result,
+    )
+    if certify:
+        outcome.decisions = certify_run(platform, result.run_id, result.success, actor="atlasmart", instance=instance)
+    return outcome
+
+
+class LedgerProgress:
+    """Reports a running run's progress from what its steps record in the ledger (a background thread)."""
+
+    def __init__(self, platform: Platform, run_id: str, progress, interval: float = 0.5):
+        self.platform, self.run_id, self.progress = platform, run_id, progress
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _snapshot(self) -> tuple[str, int, int]:
+        built = self.platform.ledger.events(run_id=self.run_id, states=("BUILT",))
+        if not built:
+            return "starting", 0, 0
+        rows = sum(e.detail.get("rows", 0) for e in built if e.asset == "raw_order_lines")
+        latest = built[-1].asset
+        return latest, len({e.partition for e in built if e.asset == latest}), rows
+
+    def _loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            asset, partitions, rows = self._snapshot()
+            self.progress.label = f"backfill [{asset}]"
+            self.progress.update(partitions, rows)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        asset, partitions, rows = self._snapshot()
+        self.progress.label = f"backfill [{asset}]"
+        self.progress.done(rows)
+
+
+def run_reference(defs: dg.Definitions, instance: dg.DagsterInstance, log_level: str | None = None) -> bool:
+    job = defs.resolve_job_def("reference_job")
+    return job.execute_in_process(run_config=console_config(log_level), instance=instance, raise_on_error=False).success
+
+
+def run_golden_checks(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    platform: Platform,
+    actor: str,
+    log_level: str | None = None,
+) -> tuple[dg.ExecuteInProcessResult, list[GateDecision]]:
+    """Run the dashboards' golden cross-checks (``dashboard_checks_job``), then certify what they cleared."""
+    job = defs.resolve_job_def("dashboard_checks_job")
+    result = job.execute_in_process(run_config=console_config(log_level), instance=instance, raise_on_error=False)
+    decisions = certify_run(platform, result.run_id, result.success, actor=actor)
+    return result, decisions
+
+
+def run_checks(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    check_keys: Sequence[dg.AssetCheckKey],
+    partition: str,
+    lane: str = BACKFILL,
+    tags: Mapping[str, str] | None = None,
+    log_level: str | None = None,
+) -> dg.ExecuteInProcessResult:
+    """Execute only the given checks for one partition (nothing is materialized)."""
+    job = defs.resolve_job_def((daily_sales_job if lane == CURRENT else backfill_sales_job).name)
+    subset = job.get_subset(asset_selection=set(), asset_check_selection=set(check_keys))
+    return subset.execute_in_process(
+        run_config=console_config(log_level),
+        instance=instance,
+        partition_key=partition,
+        tags={LANE_TAG: lane, **(tags or {})},
+        raise_on_error=False,
+    )

@@ -1,0 +1,353 @@
+"""Certification: where it is decided which version of a partition consumers may read.
+
+Runs build and check; they do not certify. After a run succeeded, the gate
+looks at what the run built for each certified asset and partition, and
+certifies it only if all of these hold:
+
+1. the run recorded no failed blocking check for the partition, and the
+   asset's own reconciliation check ran and passed;
+2. no certification hold covers the asset and partition (incident containment);
+3. the chain reconciles *at the pinned snapshots*: fact_sales = agg_daily_sales
+   = governed metric = the mart, recomputed now from the published tables;
+4. the staged rows reconciled (manifest = accepted + quarantined), the fact
+   grain is unique and no money is negative, by the latest checks of the day;
+5. the fingerprint recomputed at the pinned snapshot equals the one recorded
+   at build time (what is certified is exactly what was checked).
+
+A certification appends ``CERTIFIED`` (asset, partition, snapshot id,
+fingerprint, control tuple, run id, lane, time, actor) to the ledger; a refusal
+appends ``CERTIFICATION_REFUSED`` with its reasons. Consumers read each
+partition at its newest certification that was not withdrawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import dagster as dg
+
+from ..defs.checks.check_names import (
+    GOLDEN_MATCHES_GOVERNED_METRIC,
+    GRAIN_UNIQUE,
+    MART_MATCHES_AGG_AND_METRIC,
+    METRIC_MATCHES_AGG,
+    NO_NEGATIVE_MONEY,
+    STAGED_ROWS_RECONCILE,
+)
+from .controls import ControlTuple
+from ..store.ledger import BUILT, CERTIFIED, PartitionEvent, covering_hold
+from ..store.platform import Platform
+from .published_controls import controls_of, fingerprints_of, metric_revenue_of
+from .slo import record_first_delivery
+from ..store.tables import (
+    AGG_DAILY_SALES,
+    FACT_SALES,
+    MART_EXECUTIVE_REVENUE,
+    MART_FINANCE_DAILY_SALES,
+    METRIC_GROSS_REVENUE,
+    TABLES_BY_NAME,
+)
+
+CERTIFICATION_REFUSED = "CERTIFICATION_REFUSED"
+CERTIFIED_ASSETS = (METRIC_GROSS_REVENUE.name, MART_FINANCE_DAILY_SALES.name, MART_EXECUTIVE_REVENUE.name)
+# The check each certified asset must have passed in the building run.
+OWN_CHECK = {
+    METRIC_GROSS_REVENUE.name: METRIC_MATCHES_AGG,
+    MART_FINANCE_DAILY_SALES.name: MART_MATCHES_AGG_AND_METRIC,
+    MART_EXECUTIVE_REVENUE.name: MART_MATCHES_AGG_AND_METRIC,
+}
+# Checks of the upstream chain whose latest result for the day must be a pass.
+UPSTREAM_CHECKS = (
+    ("stg_order_lines", STAGED_ROWS_RECONCILE),
+    ("fact_sales", GRAIN_UNIQUE),
+    ("fact_sales", NO_NEGATIVE_MONEY),
+)
+
+
+@dataclass
+class GateDecision:
+    asset: str
+    partition: str
+    certified: bool
+    reasons: list[str] = field(default_factory=list)
+    snapshot_id: int | None = None
+    fingerprint: str | None = None
+    controls: ControlTuple | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "asset": self.asset,
+            "partition": self.partition,
+            "certified": self.certified,
+            "reasons": self.reasons,
+            "snapshot_id": self.snapshot_id,
+            "fingerprint": self.fingerprint,
+            "controls": self.controls.to_json() if self.controls else None,
+        }
+
+
+class GateEvidence:
+    """Everything the gate needs for a set of builds, read in bulk.
+
+    The gate judges each (asset, day) on its own, but reading the ledger and
+    the tables once per day made certifying a year of days slower than
+    building it; here every table version is read once for all its days.
+    """
+
+    def __init__(self, platform: Platform, builds: list[PartitionEvent]):
+        self.platform = platform
+        ledger = platform.ledger
+        days = sorted({b.partition for b in builds})
+        # Only the days being judged, through the ledger's indexes: the
+        # history grows every day and the daily path must not read all of it.
+        assets = {FACT_SALES.name, AGG_DAILY_SALES.name, METRIC_GROSS_REVENUE.name, *(b.asset for b in builds)}
+        self.built: dict[tuple[str, str], list[PartitionEvent]] = {}
+        for event in ledger.events(states=(BUILT,), assets=sorted(assets), partitions=days):
+            self.built.setdefault((event.asset, event.partition), []).append(event)
+        self.checks: dict[tuple[str, str], list[dict]] = {}
+        self._by_run: dict[tuple[str, str], list[dict]] = {}
+        for result in ledger.check_results(partitions=days):
+            self.checks.setdefault((result["asset"], result["partition"]), []).append(result)
+            self._by_run.setdefault((result["run_id"], result["partition"]), []).append(result)
+        self.holds = ledger.active_holds()
+        self._controls: dict[tuple[str, int | None], dict] = {}
+        self._revenue: dict[tuple[str, int | None], dict] = {}
+        self._fingerprints: dict[tuple[str, int | None], dict] = {}
+        self._days_by_snapshot: dict[tuple[str, int | None], set[str]] = {}
+
+    def latest_built(self, asset: str, partition: str, up_to_id: int) -> PartitionEvent | None:
+        events = [e for e in self.built.get((asset, partition), []) if e.id <= up_to_id]
+        return events[-1] if events else None
+
+    def latest_check(self, asset: str, check: str, partition: str) -> dict | None:
+        results = [r for r in self.checks.get((asset, partition), []) if r["check_name"] == check]
+        return results[-1] if results else None
+
+    def run_checks(self, run_id: str, partition: str) -> list[dict]:
+        return self._by_run.get((run_id, partition), [])
+
+    def hold(self, asset: str, partition: str) -> dict | None:
+        return covering_hold(self.holds, asset, partition)
+
+    # Table reads: one per (table, snapshot), of the days built into that snapshot.
+    # A range run commits one snapshot per chunk of days; reading every day of
+    # the run at every chunk's snapshot made certifying a year quadratic.
+    def _built_at(self, asset: str, snapshot_id: int | None) -> set[str]:
+        key = (asset, snapshot_id)
+        if key not in self._days_by_snapshot:
+            self._days_by_snapshot[key] = {
+                partition
+                for (built_asset, partition), events in self.built.items()
+                if built_asset == asset
+                for event in events
+                if event.snapshot_id == snapshot_id
+            }
+        return self._days_by_snapshot[key]
+
+    def _read_at(self, cache: dict, asset: str, snapshot_id: int | None, partition: str, read) -> Any:
+        key = (asset, snapshot_id)
+        found = cache.get(key)
+        if found is None or partition not in found:
+            days = sorted(self._built_at(asset, snapshot_id) | {partition}) if found is None else [partition]
+            found = cache[key] = {**(found or {}), **read(days)}
+        return found[partition]
+
+    def controls(self, spec, snapshot_id: int | None, partition: str) -> ControlTuple:
+        return self._read_at(
+            self._controls, spec.name, snapshot_id, partition,
+            lambda days: controls_of(self.platform.warehouse, spec, days, snapshot_id),
+        )
+
+    def revenue(self, snapshot_id: int | None, partition: str):
+        return self._read_at(
+            self._revenue, METRIC_GROSS_REVENUE.name, snapshot_id, partition,
+            lambda days: metric_revenue_of(self.platform.warehouse, days, snapshot_id),
+        )
+
+    def fingerprint(self, spec, snapshot_id: int | None, partition: str) -> str:
+        return self._read_at(
+            self._fingerprints, spec.name, snapshot_id, partition,
+            lambda days: fingerprints_of(self.platform.warehouse, spec, days, snapshot_id),
+        )
+
+
+def chain_reasons(evidence: GateEvidence, built: PartitionEvent) -> tuple[list[str], ControlTuple | None]:
+    """Reasons the chain under ``built`` does not reconcile (empty when it does), and the fact controls."""
+    partition = built.partition
+    reasons: list[str] = []
+    pinned = {}
+    for asset in (FACT_SALES.name, AGG_DAILY_SALES.name, METRIC_GROSS_REVENUE.name):
+        event = built if built.asset == asset else evidence.latest_built(asset, partition, up_to_id=built.id)
+        if event is None:
+            reasons.append(f"{asset} was never built for {partition}")
+        pinned[asset] = event.snapshot_id if event else None
+    if reasons:
+        return reasons, None
+    fact = evidence.controls(FACT_SALES, pinned[FACT_SALES.name], partition)
+    agg = evidence.controls(AGG_DAILY_SALES, pinned[AGG_DAILY_SALES.name], partition)
+    metric = evidence.revenue(pinned[METRIC_GROSS_REVENUE.name], partition)
+    if agg != fact:
+        reasons.append(f"agg_daily_sales {agg} differs from fact_sales {fact}")
+    if metric != fact.revenue_usd:
+        reasons.append(f"governed revenue {metric} differs from fact revenue {fact.revenue_usd}")
+    if built.asset != METRIC_GROSS_REVENUE.name:
+        mart = evidence.controls(TABLES_BY_NAME[built.asset], built.snapshot_id, partition)
+        if mart != fact:
+            reasons.append(f"{built.asset} {mart} differs from fact_sales {fact}")
+    for asset, check in UPSTREAM_CHECKS:
+        latest = evidence.latest_check(asset, check, partition)
+        if latest is None or not latest["passed"]:
+            reasons.append(f"latest {asset}:{check} for {partition} is {'missing' if latest is None else 'failed'}")
+    return reasons, fact
+
+
+def decide(evidence: GateEvidence, built: PartitionEvent, run_succeeded: bool) -> GateDecision:
+    """Run the gate for one BUILT candidate (no ledger writes)."""
+    decision = GateDecision(built.asset, built.partition, False, snapshot_id=built.snapshot_id, fingerprint=built.fingerprint)
+    if not run_succeeded:
+        decision.reasons.append(f"run {built.run_id} did not succeed")
+    run_checks = evidence.run_checks(built.run_id, built.partition)
+    for failed in (c for c in run_checks if c["blocking"] and not c["passed"]):
+        decision.reasons.append(f"blocking check {failed['asset']}:{failed['check_name']} failed in run {built.run_id}")
+    own = OWN_CHECK[built.asset]
+    if not any(c["asset"] == built.asset and c["check_name"] == own and c["passed"] for c in run_checks):
+        decision.reasons.append(f"{built.asset}:{own} did not pass in run {built.run_id}")
+    hold = evidence.hold(built.asset, built.partition)
+    if hold is not None:
+        decision.reasons.append(f"certification held by {hold['incident_id'] or hold['actor']}: {hold['reason']}")
+    chain, fact_controls = chain_reasons(evidence, built)
+    decision.reasons.extend(chain)
+    decision.controls = fact_controls
+    recomputed = evidence.fingerprint(TABLES_BY_NAME[built.asset], built.snapshot_id, built.partition)
+    if recomputed != built.fingerprint:
+        decision.reasons.append(
+            f"fingerprint at snapshot {built.snapshot_id} is {recomputed[:12]}…, not the built {str(built.fingerprint)[:12]}…"
+        )
+    decision.certified = not decision.reasons
+    return decision
+
+
+def certify_run(
+    platform: Platform,
+    run_id: str,
+    run_succeeded: bool,
+    actor: str = "certification-gate",
+    instance: dg.DagsterInstance | None = None,
+) -> list[GateDecision]:
+    """Certify (or refuse) everything ``run_id`` built for certified assets. Idempotent.
+
+    A partition whose certified products were all certified by this run is
+    delivered: its SLOs are evaluated (first delivery by a non-backfill run)
+    and, given the Dagster ``instance``, reported as asset check results.
+    Dashboards whose golden cross-check passed in the run are certified too.
+    """
+    ledger = platform.ledger
+    built = [e for e in ledger.events(run_id=run_id, states=(BUILT,)) if e.asset in CERTIFIED_ASSETS]
+    decided = {
+        e.detail.get("built_event_id")
+        for e in ledger.events(run_id=run_id, states=(CERTIFIED, CERTIFICATION_REFUSED))
+    }
+    # Only the newest build of each (asset, partition) in the run counts.
+    newest: dict[tuple[str, str], PartitionEvent] = {}
+    for event in built:
+        newest[(event.asset, event.partition)] = event
+    pending = [e for e in newest.values() if e.id not in decided]
+    decisions = certify_builds(platform, pending, run_succeeded, actor, instance)
+    if run_succeeded:
+        decisions += certify_dashboards(platform, run_id, actor)
+    return decisions
+
+
+def certify_builds(
+    platform: Platform,
+    builds: list[PartitionEvent],
+    run_succeeded: bool,
+    actor: str,
+    instance: dg.DagsterInstance | None = None,
+) -> list[GateDecision]:
+    """Run the gate on BUILT candidates and record each decision (also re-deciding refused ones)."""
+    ledger = platform.ledger
+    decisions = []
+    at = platform.clock.now()
+    evidence = GateEvidence(platform, builds) if builds else None
+    for event in builds:
+        decisions.append(decide(evidence, event, run_succeeded))
+    with ledger.batch():
+        for event, decision in zip(builds, decisions):
+            _record_decision(ledger, event, decision, actor, at)
+    _deliver(platform, builds, decisions, at, instance)
+    return decisions
+
+
+def _record_decision(ledger, event: PartitionEvent, decision: GateDecision, actor: str, at) -> None:
+    ledger.append_event(
+        event.asset,
+        event.partition,
+        CERTIFIED if decision.certified else CERTIFICATION_REFUSED,
+        at,
+        actor=actor,
+        snapshot_id=event.snapshot_id,
+        fingerprint=event.fingerprint,
+        controls=decision.controls,
+        run_id=event.run_id,
+        lane=event.lane,
+        reason=None if decision.certified else "; ".join(decision.reasons),
+        detail={"built_event_id": event.id, "reasons": decision.reasons},
+    )
+
+
+def _deliver(platform: Platform, builds, decisions, at, instance) -> None:
+    """Days whose every certified product was just certified are delivered: measure their SLOs."""
+    ledger = platform.ledger
+    delivered = {d.partition for d in decisions if d.certified} - {d.partition for d in decisions if not d.certified}
+    by_partition = {e.partition: e for e in builds}
+    for partition in sorted(delivered):
+        build = by_partition[partition]
+        results = record_first_delivery(ledger, partition, build.run_id, build.lane, at)
+        if results and instance is not None:
+            report_slo_checks(instance, results)
+
+
+def certify_dashboards(platform: Platform, run_id: str, actor: str) -> list[GateDecision]:
+    """Certify each dashboard day whose golden cross-check passed in ``run_id`` (and is not held)."""
+    from .dashboards import current, fingerprint, tile_values
+
+    ledger = platform.ledger
+    results = [r for r in ledger.check_results(run_id=run_id) if r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC]
+    decisions = []
+    at = platform.clock.now()
+    holds = ledger.active_holds()
+    for asset in sorted({r["asset"] for r in results}):
+        dashboard = current(ledger, asset)
+        values = tile_values(platform, dashboard)
+        for r in (r for r in results if r["asset"] == asset):
+            day = r["partition"]
+            figures = {key: by_day.get(day) for key, by_day in values.items()}
+            hold = covering_hold(holds, asset, day)
+            reasons = [] if r["passed"] else [f"golden cross-check failed: {r['observed']} vs {r['expected']}"]
+            if hold:
+                reasons.append(f"certification held by {hold['incident_id'] or hold['actor']}: {hold['reason']}")
+            decision = GateDecision(asset, day, not reasons, reasons)
+            decision.fingerprint = fingerprint({k: v for k, v in figures.items() if v is not None})
+            ledger.append_event(
+                asset, day, CERTIFIED if decision.certified else CERTIFICATION_REFUSED, at, actor=actor,
+                fingerprint=decision.fingerprint, run_id=run_id, reason="; ".join(reasons) or None,
+                detail={"dashboard_version": dashboard.version,
+                        "figures": {k: format(v, "f") for k, v in figures.items() if v is not None},
+                        "reasons": reasons},
+            )
+            decisions.append(decision)
+    return decisions
+
+
+def certified_partitions(decisions: Iterable[GateDecision]) -> list[str]:
+    return sorted({d.partition for d in decisions if d.certified})
+
+
+def report_slo_checks(instance: dg.DagsterInstance, results) -> None:
+    """Show SLO results as evaluations of the marts' SLO checks in the Dagster UI."""
+    from ..defs.checks.slo_checks import slo_check_evaluations
+
+    for evaluation in slo_check_evaluations(results):
+        instance.report_runless_asset_event(evaluation)

@@ -1,0 +1,192 @@
+"""Source readiness: decide whether a day's batch may enter the platform.
+
+A day is ready when its manifest is present and truthful: it parses, it is for
+this day, it was declared ready no later than now, its schema version is
+known, the data file's bytes hash to ``data_sha256``, the file parses, it has
+``expected_rows`` rows and its ``source_seq`` values lie in the declared
+range. Only then is the batch committed to the raw store. Anything else raises
+``SourceNotReady`` naming the day and every problem found, and nothing is
+written anywhere but the raw store's private staging area (which is cleaned).
+
+A day with no manifest in the landing zone but batches already in the raw
+store is *replayed* from the raw store: replay never depends on the landing
+zone still holding old files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Callable
+
+import duckdb
+
+from .contract_approvals import resolver
+from ..store.clock import format_ts
+from .contracts import CONTRACTS, Conformance, SourceContract, typed_projection_sql
+from ..errors import SourceNotReady
+from ..store.landing import Manifest, file_format, parse_manifest, present_fields
+from ..store.platform import Platform
+from ..store.raw_store import StoredBatch
+
+# (manifest, batch_id) -> contract to apply, or None when the version is unknown
+ContractResolver = Callable[[Manifest], SourceContract | None]
+
+
+@dataclass(frozen=True)
+class ReadyBatch:
+    stored: StoredBatch
+    manifest: Manifest
+    contract: SourceContract
+    fields: tuple[str, ...]
+    newly_landed: bool
+
+    @property
+    def conformance(self) -> Conformance:
+        return self.contract.conformance(self.fields)
+
+
+@dataclass(frozen=True)
+class PartitionSource:
+    """Everything the raw layer loads for one day: its committed batches."""
+
+    partition: str
+    batches: tuple[ReadyBatch, ...]
+    replayed_from_raw_store: bool
+
+    @property
+    def expected_rows(self) -> int:
+        return sum(b.manifest.expected_rows for b in self.batches)
+
+    @property
+    def new_batch_ids(self) -> list[str]:
+        return [b.manifest.batch_id for b in self.batches if b.newly_landed]
+
+
+def _quick_profile(con: duckdb.DuckDBPyConnection, path, fmt: str, fields: tuple[str, ...], contract: SourceContract):
+    """(rows, min source_seq, max source_seq) of a data file, parsing it once."""
+    from ..store.landing import _reader_sql
+
+    seq_field = contract.source_name("source_seq")
+    reader = _reader_sql(path, fmt, fields)
+    if seq_field in fields:
+        typed = typed_projection_sql(contract, reader, fields)
+        return con.sql(f"SELECT count(*), min(source_seq), max(source_seq) FROM ({typed})").fetchall()[0]
+    rows = con.sql(f"SELECT count(*) FROM {reader}").fetchall()[0][0]
+    return rows, None, None
+
+
+def _stored_batch_view(
+    platform: Platform, stored: StoredBatch, contract_for: ContractResolver, con: duckdb.DuckDBPyConnection
+) -> ReadyBatch:
+    manifest, problems = parse_manifest(json.dumps(stored.manifest).encode(), stored.partition)
+    if manifest is None:
+        raise SourceNotReady(stored.partition, [f"raw store batch {stored.batch_id}: " + p for p in problems])
+    contract = contract_for(manifest)
+    if contract is None:
+        raise SourceNotReady(
+            stored.partition,
+            [f"raw store batch {stored.batch_id} has unknown schema_version {manifest.schema_version!r}"],
+        )
+    known = platform.ledger.batches(stored.partition)
+    recorded = next((b for b in known if b["batch_id"] == stored.batch_id), None)
+    if recorded is not None:
+        fields = tuple(json.loads(recorded["fields_json"]))
+    else:
+        fields = present_fields(con, stored.data_path, file_format(stored.data_file))
+    return ReadyBatch(stored, manifest, contract, fields, newly_landed=False)
+
+
+def prepare_partition(
+    platform: Platform,
+    partition: str,
+    now: datetime,
+    con: duckdb.DuckDBPyConnection,
+    contract_for: ContractResolver | None = None,
+) -> PartitionSource:
+    """Check the day's landing batch, commit it to the raw store, list all its batches.
+
+    ``contract_for`` defaults to the ledger's approvals (see contract_approvals.py).
+    """
+    if contract_for is None:
+        contract_for = resolver(platform.ledger)
+    landing = platform.landing
+    manifest_bytes = landing.read_manifest_bytes(partition)
+    if manifest_bytes is None:
+        stored = platform.raw_store.batches(partition)
+        if stored:
+            views = tuple(_stored_batch_view(platform, s, contract_for, con) for s in stored)
+            return PartitionSource(partition, views, replayed_from_raw_store=True)
+        folder = landing.folder(partition)
+        if not folder.is_dir():
+            problem = f"no landing folder {folder.name}/ and no manifest (the batch has not arrived)"
+        else:
+            present = sorted(p.name for p in folder.iterdir())
+            problem = (
+                "manifest _manifest.json missing (the ERP writes it last, so the batch is incomplete); "
+                f"folder holds: {', '.join(present) or 'nothing'}"
+            )
+        raise SourceNotReady(partition, [problem])
+
+    manifest, problems = parse_manifest(manifest_bytes, partition)
+    if manifest is None:
+        raise SourceNotReady(partition, problems)
+    if manifest.ready_at > now:
+        problems.append(
+            f"manifest declares ready_at {format_ts(manifest.ready_at)}, later than now {format_ts(now)}"
+        )
+    contract = contract_for(manifest)
+    if contract is None:
+        if manifest.schema_version in CONTRACTS:
+            problems.append(
+                f"schema_version {manifest.schema_version!r} needs an owner approval for batch {manifest.batch_id}"
+            )
+        else:
+            problems.append(
+                f"schema_version {manifest.schema_version!r} is unknown (known: {', '.join(sorted(CONTRACTS))})"
+            )
+    data_path = landing.folder(partition) / manifest.data_file
+    if not data_path.is_file():
+        problems.append(f"data file {manifest.data_file} named by the manifest is missing")
+    if problems:
+        raise SourceNotReady(partition, problems)
+
+    staged = platform.raw_store.stage(partition, manifest.batch_id, data_path, manifest_bytes)
+    try:
+        if staged.data_sha256 != manifest.data_sha256:
+            raise SourceNotReady(
+                partition,
+                [
+                    f"data_sha256 mismatch: manifest says {manifest.data_sha256[:12]}…, "
+                    f"the bytes of {manifest.data_file} hash to {staged.data_sha256[:12]}…"
+                ],
+            )
+        fmt = file_format(manifest.data_file)
+        try:
+            fields = present_fields(con, staged.data_path, fmt)
+            rows, seq_min, seq_max = _quick_profile(con, staged.data_path, fmt, fields, contract)
+        except duckdb.Error as exc:
+            first_line = str(exc).strip().splitlines()[0]
+            raise SourceNotReady(partition, [f"data file {manifest.data_file} is malformed: {first_line}"]) from exc
+        if rows != manifest.expected_rows:
+            problems.append(f"expected_rows is {manifest.expected_rows} but {manifest.data_file} has {rows} rows")
+        if seq_min is not None and (seq_min < manifest.source_seq_low or seq_max > manifest.source_seq_high):
+            problems.append(
+                f"source_seq range {seq_min}..{seq_max} in the file lies outside the manifest's "
+                f"{manifest.source_seq_low}..{manifest.source_seq_high}"
+            )
+        if problems:
+            raise SourceNotReady(partition, problems)
+    except BaseException:
+        staged.discard()
+        raise
+    stored, newly = platform.raw_store.commit(staged)
+    landed = ReadyBatch(stored, manifest, contract, fields, newly_landed=newly)
+    others = tuple(
+        _stored_batch_view(platform, s, contract_for, con)
+        for s in platform.raw_store.batches(partition)
+        if s.batch_id != manifest.batch_id
+    )
+    batches = tuple(sorted(others + (landed,), key=lambda b: (b.manifest.source_seq_low, b.manifest.batch_id)))
+    return PartitionSource(partition, batches, replayed_from_raw_store=False)

@@ -1,0 +1,168 @@
+"""What consumers see: certified versions only, and a plain state per partition.
+
+Consumers never read a table's current snapshot. For each partition they read
+the newest certification that was not withdrawn, at its pinned Iceberg
+snapshot. A partition that was never certified is *absent* (not zeros), and
+its state says why: delayed, blocked upstream, withdrawn.
+
+Partition states, worst first:
+
+``WITHDRAWN``            certification withdrawn; serving an older version if any
+``DELAYED``              due and not certified (e.g. the source is not ready)
+``RESTATEMENT_PENDING``  certified, but newer source data is waiting to be rebuilt
+``CERTIFIED``            every certified product of the day is served
+``PENDING``              not due yet and not certified
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from .certification_gate import CERTIFIED_ASSETS
+from ..store.clock import format_ts
+from .slo import SloResult, due_at, latest_results
+from ..store.ledger import BLOCKED_UPSTREAM, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN, ServedVersion
+from ..store.platform import Platform
+from ..store.tables import TABLES_BY_NAME
+from ..store.warehouse import duckdb_connection
+
+
+
+@dataclass
+class AssetState:
+    asset: str
+    served: ServedVersion | None
+    withdrawn: bool
+    restatement_pending: bool
+
+    def to_json(self) -> dict[str, Any]:
+        cert = self.served.certification if self.served else None
+        return {
+            "asset": self.asset,
+            "served_version": self.served.version if self.served else None,
+            "snapshot_id": cert.snapshot_id if cert else None,
+            "fingerprint": cert.fingerprint if cert else None,
+            "certified_at": cert.recorded_at if cert else None,
+            "controls": cert.controls.to_json() if cert and cert.controls else None,
+            "withdrawn": self.withdrawn,
+            "restatement_pending": self.restatement_pending,
+        }
+
+
+@dataclass
+class PartitionStatus:
+    partition: str
+    state: str
+    detail: str
+    assets: list[AssetState] = field(default_factory=list)
+    slo: list[SloResult] = field(default_factory=list)
+
+    @property
+    def slo_summary(self) -> str:
+        if not self.slo:
+            return "-"
+        missed = [r for r in self.slo if not r.met]
+        if not missed:
+            return "met (" + ", ".join(f"{r.objective} {r.value_text}" for r in self.slo) + ")"
+        return "; ".join(r.describe() for r in missed)
+
+    @property
+    def certified_version(self) -> int | None:
+        versions = [a.served.version for a in self.assets if a.served]
+        return max(versions) if versions and len(versions) == len(self.assets) else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "state": self.state,
+            "detail": self.detail,
+            "certified_version": self.certified_version,
+            "assets": [a.to_json() for a in self.assets],
+            "slo": [r.to_json() for r in self.slo],
+        }
+
+
+def _asset_state(platform: Platform, asset: str, partition: str, served: ServedVersion | None) -> AssetState:
+    events = platform.ledger.events(asset=asset, partition=partition, states=(CERTIFIED, WITHDRAWN, RESTATEMENT_PENDING))
+    last_cert = max((e.id for e in events if e.state == CERTIFIED), default=0)
+    withdrawn = any(e.state == WITHDRAWN and e.id > (served.certification.id if served else 0) for e in events)
+    pending = any(e.state == RESTATEMENT_PENDING and e.id > last_cert for e in events)
+    return AssetState(asset, served, withdrawn, pending)
+
+
+def partition_status(platform: Platform, partition: str, now: datetime | None = None) -> PartitionStatus:
+    """The consumer-visible state of one partition, with its recorded SLO results."""
+    return partition_statuses(platform, [partition], now)[0]
+
+
+def partition_statuses(platform: Platform, partitions: Sequence[str], now: datetime | None = None) -> list[PartitionStatus]:
+    """``partition_status`` of many partitions; each asset's served versions are read once, not once per day."""
+    now = now or platform.clock.now()
+    served = {asset: platform.ledger.served_map(asset) for asset in CERTIFIED_ASSETS}
+    statuses = []
+    for partition in partitions:
+        status = _state(platform, partition, now, {a: versions.get(partition) for a, versions in served.items()})
+        status.slo = latest_results(platform.ledger, partition)
+        statuses.append(status)
+    return statuses
+
+
+def _state(platform: Platform, partition: str, now: datetime, served_now: dict[str, ServedVersion | None]) -> PartitionStatus:
+    assets = [_asset_state(platform, asset, partition, served_now[asset]) for asset in CERTIFIED_ASSETS]
+    served = [a for a in assets if a.served]
+    if any(a.withdrawn for a in assets):
+        detail = "certification withdrawn; " + (
+            f"serving certified version {min(a.served.version for a in served)}" if served else "nothing is served"
+        )
+        return PartitionStatus(partition, "WITHDRAWN", detail, assets)
+    if len(served) == len(assets):
+        version = max(a.served.version for a in served)
+        at = max(a.served.certification.recorded_at for a in served)
+        if any(a.restatement_pending for a in assets):
+            return PartitionStatus(
+                partition, "RESTATEMENT_PENDING", f"serving certified version {version}; newer source data is being rebuilt", assets
+            )
+        restated = " (restated)" if version > 1 else ""
+        return PartitionStatus(partition, "CERTIFIED", f"version {version}{restated}, certified {at}", assets)
+    blocked = platform.ledger.events(asset="raw_order_lines", partition=partition, states=(BLOCKED_UPSTREAM,))
+    due = due_at(partition)
+    if blocked:
+        problems = "; ".join(blocked[-1].detail.get("problems", []))
+        return PartitionStatus(partition, "DELAYED", f"blocked upstream at {blocked[-1].recorded_at}: {problems}", assets)
+    if now >= due:
+        late = int((now - due).total_seconds() // 60)
+        return PartitionStatus(partition, "DELAYED", f"due {format_ts(due)}, not certified ({late} min late)", assets)
+    return PartitionStatus(partition, "PENDING", f"due {format_ts(due)}", assets)
+
+
+def known_partitions(platform: Platform) -> list[str]:
+    """Partitions the platform has heard of: landed, loaded, blocked or certified."""
+    seen = set(platform.landing.partitions())
+    seen.update(b["partition"] for b in platform.ledger.batches())
+    seen.update(e.partition for e in platform.ledger.events(states=(CERTIFIED, BLOCKED_UPSTREAM, WITHDRAWN)))
+    return sorted(seen)
+
+
+def read_certified(platform: Platform, asset: str, partitions: Sequence[str] | None = None) -> pa.Table:
+    """Rows of ``asset`` as consumers see them: each partition at its served certified snapshot."""
+    spec = TABLES_BY_NAME[asset]
+    served = platform.ledger.served_map(asset)
+    chosen = {p: v for p, v in served.items() if partitions is None or p in partitions}
+    by_snapshot: dict[int, list[str]] = {}
+    for partition, version in chosen.items():
+        by_snapshot.setdefault(version.certification.snapshot_id, []).append(partition)
+    con = duckdb_connection()
+    try:
+        parts = []
+        for snapshot_id, days in sorted(by_snapshot.items()):
+            parts.append(spec.conform(con.sql(platform.warehouse.relation_sql(spec, sorted(days), snapshot_id)).to_arrow_table()))
+    finally:
+        con.close()
+    if not parts:
+        return spec.arrow_schema().empty_table()
+    combined = pa.concat_tables(parts)
+    return combined.sort_by([(c, "ascending") for c in spec.grain])

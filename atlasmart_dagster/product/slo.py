@@ -1,0 +1,216 @@
+"""Partition-aware service level objectives, measured per business day.
+
+Dagster's FreshnessPolicy looks only at the newest materialization of any
+partition, so backfilling an old day can make a late asset look fresh. We
+measure every partition against its own timeline instead:
+
+============  ==============================  ==========
+objective     measured                        target
+============  ==============================  ==========
+freshness     manifest ready_at -> certified  <= 30 min
+completeness  (accepted + quarantined) / manifest rows   100 %
+duration      run start -> run end            <= 10 min
+availability  schedule (D+1 08:00) -> certified  <= 30 min
+============  ==============================  ==========
+
+SLOs describe daily delivery, so they are evaluated when a partition is first
+certified by a current-lane run (or a manual run of the current day).
+Backfill-lane certifications repair history and are not SLO events. Results
+go to the ledger with minutes, target, met/missed and by how much; a missed
+objective says by how many minutes (or points) it was missed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..store.clock import format_ts, minutes_between, parse_ts
+from ..store.ledger import BUILT, Ledger
+
+SCHEDULE_HOUR = 8
+AVAILABILITY_MINUTES = 30
+# A source still not ready this long after the schedule is late (an incident),
+# not merely "a few minutes behind" as on a healthy day (ready 08:04).
+SOURCE_LATE_GRACE = timedelta(minutes=10)
+
+FRESHNESS = "freshness"
+COMPLETENESS = "completeness"
+DURATION = "duration"
+AVAILABILITY = "availability"
+OBJECTIVES = (FRESHNESS, COMPLETENESS, DURATION, AVAILABILITY)
+TARGETS = {FRESHNESS: 30.0, COMPLETENESS: 100.0, DURATION: 10.0, AVAILABILITY: 30.0}
+UNITS = {FRESHNESS: "min", COMPLETENESS: "%", DURATION: "min", AVAILABILITY: "min"}
+
+
+def scheduled_at(partition: str) -> datetime:
+    """When the daily schedule fires for ``partition``: D+1 08:00 UTC."""
+    return parse_ts(f"{partition}T{SCHEDULE_HOUR:02d}:00:00Z") + timedelta(days=1)
+
+
+def due_at(partition: str) -> datetime:
+    """When consumers expect the partition certified (the availability deadline)."""
+    return scheduled_at(partition) + timedelta(minutes=AVAILABILITY_MINUTES)
+
+
+@dataclass(frozen=True)
+class SloResult:
+    partition: str
+    objective: str
+    value: float | None
+    target: float
+    met: bool
+    missed_by: float | None
+    detail: str
+
+    @property
+    def unit(self) -> str:
+        return UNITS[self.objective]
+
+    @property
+    def value_text(self) -> str:
+        return "n/a" if self.value is None else f"{_num(self.value)} {self.unit}"
+
+    def describe(self) -> str:
+        value = self.value_text
+        bound = ">=" if self.objective == COMPLETENESS else "<="
+        verdict = "met" if self.met else (
+            f"MISSED by {_num(self.missed_by)} {self.unit}" if self.missed_by is not None else "MISSED"
+        )
+        return f"{self.objective} {value} (target {bound} {_num(self.target)} {self.unit}): {verdict}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "objective": self.objective,
+            "value": self.value,
+            "unit": self.unit,
+            "target": self.target,
+            "met": self.met,
+            "missed_by": self.missed_by,
+            "detail": self.detail,
+        }
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _upper(partition: str, objective: str, value: float | None, detail: str) -> SloResult:
+    target = TARGETS[objective]
+    if value is None:
+        return SloResult(partition, objective, None, target, False, None, detail)
+    met = value <= target
+    return SloResult(partition, objective, value, target, met, None if met else round(value - target, 2), detail)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The moments an SLO evaluation of one partition needs."""
+
+    partition: str
+    ready_at: datetime | None
+    scheduled_at: datetime
+    run_started_at: datetime | None
+    run_finished_at: datetime | None
+    certified_at: datetime
+    manifest_rows: int | None
+    staged_rows: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        def ts(v):
+            return format_ts(v) if v else None
+
+        return {
+            "partition": self.partition,
+            "ready_at": ts(self.ready_at),
+            "scheduled_at": ts(self.scheduled_at),
+            "run_started_at": ts(self.run_started_at),
+            "run_finished_at": ts(self.run_finished_at),
+            "certified_at": ts(self.certified_at),
+            "manifest_rows": self.manifest_rows,
+            "staged_rows": self.staged_rows,
+        }
+
+
+def timeline_for(ledger: Ledger, partition: str, run_id: str, certified_at: datetime) -> Timeline:
+    phases = ledger.phases(run_id=run_id, partition=partition)
+    started = [parse_ts(p["at"]) for p in phases if p["phase"] == "run_started"]
+    finished = [parse_ts(p["at"]) for p in phases if p["phase"] == "run_finished"]
+    raw_built = ledger.events(asset="raw_order_lines", partition=partition, states=(BUILT,), run_id=run_id)
+    batch_ids = set(raw_built[-1].detail.get("batch_ids", [])) if raw_built else set()
+    batches = [b for b in ledger.batches(partition) if not batch_ids or b["batch_id"] in batch_ids]
+    staged = ledger.events(asset="stg_order_lines", partition=partition, states=(BUILT,))
+    staged_detail = staged[-1].detail if staged else {}
+    return Timeline(
+        partition=partition,
+        ready_at=max((parse_ts(b["ready_at"]) for b in batches), default=None),
+        scheduled_at=scheduled_at(partition),
+        run_started_at=min(started) if started else None,
+        run_finished_at=max(finished) if finished else None,
+        certified_at=certified_at,
+        manifest_rows=staged_detail.get("manifest_rows"),
+        staged_rows=(staged_detail["accepted"] + staged_detail["quarantined"]) if staged_detail else None,
+    )
+
+
+def evaluate(t: Timeline) -> list[SloResult]:
+    p = t.partition
+    results = [
+        _upper(p, FRESHNESS, minutes_between(t.ready_at, t.certified_at) if t.ready_at else None,
+               f"ready {format_ts(t.ready_at) if t.ready_at else 'unknown'} -> certified {format_ts(t.certified_at)}"),
+    ]
+    if t.manifest_rows:
+        pct = round(100.0 * (t.staged_rows or 0) / t.manifest_rows, 2)
+        met = t.staged_rows == t.manifest_rows
+        results.append(SloResult(p, COMPLETENESS, pct, TARGETS[COMPLETENESS], met, None if met else round(100.0 - pct, 2),
+                                 f"{t.staged_rows} of {t.manifest_rows} manifest rows accepted or quarantined"))
+    else:
+        results.append(SloResult(p, COMPLETENESS, None, TARGETS[COMPLETENESS], False, None, "manifest rows unknown"))
+    duration = (
+        minutes_between(t.run_started_at, t.run_finished_at) if t.run_started_at and t.run_finished_at else None
+    )
+    results.append(_upper(p, DURATION, duration, "run start -> run end"))
+    results.append(_upper(p, AVAILABILITY, minutes_between(t.scheduled_at, t.certified_at),
+                          f"scheduled {format_ts(t.scheduled_at)} -> certified {format_ts(t.certified_at)}"))
+    return results
+
+
+def attempted_on_time(ledger: Ledger, partition: str) -> bool:
+    """Did a current-lane run try to deliver this day (even if it was blocked or failed)?"""
+    return any(p["lane"] == "current" for p in ledger.phases(partition=partition)) or any(
+        e.lane == "current" for e in ledger.events(asset="raw_order_lines", partition=partition)
+    )
+
+
+def record_first_delivery(ledger: Ledger, partition: str, run_id: str, lane: str | None, certified_at: datetime) -> list[SloResult]:
+    """Evaluate and record the SLOs of a partition's first delivery; [] if not an SLO event.
+
+    A day is an SLO event when it is first certified and either that build ran
+    in the current lane or a current-lane run had tried to deliver it (a day
+    that failed on time and was repaired in the backfill lane still owes its
+    consumers the figures). Days only ever loaded as history are not.
+    """
+    if ledger.slo_records(partition):
+        return []
+    if lane == "backfill" and not attempted_on_time(ledger, partition):
+        return []
+    timeline = timeline_for(ledger, partition, run_id, certified_at)
+    results = evaluate(timeline)
+    for result in results:
+        ledger.record_slo(result, run_id, timeline.to_json(), certified_at)
+    return results
+
+
+def latest_results(ledger: Ledger, partition: str) -> list[SloResult]:
+    """The recorded SLO results of a partition (empty when it has none)."""
+    latest: dict[str, dict] = {}
+    for row in ledger.slo_records(partition):
+        latest[row["objective"]] = row
+    return [
+        SloResult(partition, r["objective"], r["value"], r["target"], r["met"], r["missed_by"], r["detail"] or "")
+        for r in (latest[o] for o in OBJECTIVES if o in latest)
+    ]

@@ -1,0 +1,148 @@
+"""Every denied (role, relation) pair, attacked along every obvious and less obvious path."""
+
+import json
+
+import pytest
+
+from atlasmart_dagster.ops.access.gateway import Gateway
+from atlasmart_dagster.ops.access.policy import PRINCIPALS, ROLES, AccessDenied, matrix, principal_for, validate_policy
+from atlasmart_dagster.ops.runs import run_chain, run_reference
+from atlasmart_dagster.store.tables import TABLES_BY_NAME
+
+from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+
+PII = ["Avery Synthetic", "avery@example.invalid", "Blake Synthetic", "blake@example.invalid", "Synthetic",
+       "example.invalid"]
+
+
+def _loaded(root) -> Env:
+    env = Env(root)
+    assert run_reference(env.defs, env.instance)
+    assert run_chain(env.defs, env.instance, env.platform, SAMPLE_DAYS, lane="backfill").success
+    return env
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Shared by the read-only tests."""
+    return _loaded(tmp_path_factory.mktemp("gateway"))
+
+
+DENIED = [(role, rel) for rel, cells in matrix().items() for role, cell in cells.items() if cell == "deny"]
+ALLOWED = [(role, rel) for rel, cells in matrix().items() for role, cell in cells.items() if cell != "deny"]
+
+
+def a_granted(role: str, besides: str) -> str:
+    return next(r for r in ROLES[role].readable if r != besides)
+
+
+def bypasses(world, role: str, rel: str) -> dict[str, str]:
+    data_file = world.warehouse.data_files(TABLES_BY_NAME[rel])[0]
+    raw_file = next((world.home / "raw").rglob("*.jsonl"))
+    ok = a_granted(role, rel)
+    return {
+        "direct": f"SELECT * FROM {rel}",
+        "qualified": f"SELECT * FROM main.{rel}",
+        "view": f"CREATE VIEW v AS SELECT * FROM {rel}",
+        "cte": f"WITH x AS (SELECT * FROM {rel}) SELECT * FROM x",
+        "subquery": f"SELECT count(*) FROM (SELECT * FROM {rel}) s",
+        "scalar_subquery": f"SELECT (SELECT count(*) FROM {rel}) AS n",
+        "join_with_granted": f"SELECT * FROM {ok} a CROSS JOIN {rel} d",
+        "read_parquet_data_file": f"SELECT * FROM read_parquet('{data_file}')",
+        "read_json_raw_store": f"SELECT * FROM read_json('{raw_file}')",
+        "glob_warehouse": f"SELECT * FROM glob('{world.home}/warehouse/**')",
+        "attach_catalog": f"ATTACH '{world.home / 'catalog.db'}' AS c",
+        "sqlite_scan_catalog": f"SELECT * FROM sqlite_scan('{world.home / 'catalog.db'}', 'iceberg_tables')",
+        "copy_out": f"COPY (SELECT * FROM {rel}) TO '{world.root / 'leak.csv'}'",
+        "set_external_access": "SET enable_external_access = true",
+        "pragma": "PRAGMA enable_external_access",
+        "set_then_read": f"SET enable_external_access = true; SELECT * FROM read_parquet('{data_file}')",
+        "install_extension": "INSTALL sqlite",
+        "load_extension": "LOAD httpfs",
+    }
+
+
+@pytest.mark.parametrize("role,rel", DENIED, ids=[f"{r}-x-{rel}" for r, rel in DENIED])
+def test_every_path_to_a_denied_relation_is_refused_logged_and_silent(world, role, rel):
+    gateway = Gateway(world.platform)
+    principal = principal_for(role)
+    for path, sql in bypasses(world, role, rel).items():
+        before = len(world.ledger.rows("access_log"))
+        with pytest.raises(AccessDenied) as info:
+            gateway.query(role, sql)
+        message = str(info.value)
+        assert not any(p in message for p in PII), (path, message)
+        assert str(world.home) not in message and rel not in message, (path, message)
+        log = world.ledger.rows("access_log")[before:]
+        assert [(e["principal"], e["role"], e["decision"]) for e in log] == [(principal.name, role, "deny")], path
+    # discovery shows only what is granted
+    listed = {r["table_name"] for r in gateway.query(role, "SELECT table_name FROM information_schema.tables").to_pylist()}
+    assert rel not in listed
+    listed = {r["table_name"] for r in gateway.query(role, "SELECT table_name FROM duckdb_tables() UNION ALL "
+                                                           "SELECT view_name FROM duckdb_views()").to_pylist()}
+    assert rel not in listed
+
+
+@pytest.mark.parametrize("role,rel", ALLOWED, ids=[f"{r}-reads-{rel}" for r, rel in ALLOWED])
+def test_granted_relations_still_work(world, role, rel):
+    result = Gateway(world.platform).query(role, f"SELECT count(*) AS n FROM {rel}")
+    assert result.column("n").to_pylist()[0] > 0
+    assert world.ledger.rows("access_log")[-1]["decision"] == "allow"
+
+
+@pytest.mark.parametrize("role", ["finance_analyst", "etl_service", "incident_responder"])
+@pytest.mark.parametrize("sql", [
+    "SELECT full_name FROM dim_customer",
+    "SELECT email FROM dim_customer",
+    "SELECT * FROM dim_customer WHERE email LIKE '%example%'",
+    "SELECT c.email FROM fact_sales f JOIN dim_customer c USING (customer_id)",
+])
+def test_no_role_reaches_customer_pii(world, role, sql):
+    if "fact_sales" in sql and "fact_sales" not in ROLES[role].readable:
+        pytest.skip("role has no fact_sales grant")
+    with pytest.raises(AccessDenied) as info:
+        Gateway(world.platform).query(role, sql)
+    assert not any(p in str(info.value) for p in PII)
+
+
+@pytest.mark.parametrize("role", ["finance_analyst", "etl_service", "incident_responder"])
+def test_select_star_on_customers_holds_no_pii(world, role):
+    rows = Gateway(world.platform).query(role, "SELECT * FROM dim_customer").to_pylist()
+    assert rows and set(rows[0]) == {"customer_id", "region"}
+    assert not any(p in json.dumps(rows) for p in PII)
+
+
+def test_consumers_see_certified_versions_only(world):
+    gateway = Gateway(world.platform)
+    assert gateway.query("bi_reader", "SELECT sum(revenue_usd) AS r FROM mart_finance_daily_sales").column("r").to_pylist() == [820]
+    governed = gateway.query("cfo@atlasmart.example", "SELECT sum(value_usd) AS v FROM metric_gross_revenue")
+    assert governed.column("v").to_pylist() == [820]
+
+
+def test_policy_has_separate_principals_and_no_shared_credentials():
+    assert validate_policy() == []
+    assert {p.kind for p in PRINCIPALS.values()} == {"human", "service"}
+    for role in ROLES:
+        assert any(p.role == role for p in PRINCIPALS.values()), role
+    etl = ROLES["etl_service"]
+    assert not set(etl.readable) & {"metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue"}
+
+
+def test_only_incident_responders_may_withdraw_certification(tmp_path):
+    from atlasmart_dagster.ops.incidents.detection import consumer_report
+    from atlasmart_dagster.ops.incidents.workflow import IncidentWorkflow
+
+    world = _loaded(tmp_path)  # its own: withdrawing would change what the shared world serves
+
+    incident = consumer_report(world.platform, "cfo@atlasmart.example", "figures look odd", None, "2026-09-18")
+    wf = IncidentWorkflow(world.platform, world.defs, world.instance)
+    for who in ("ana.finance@atlasmart.example", "bi-dashboards", "somebody"):
+        with pytest.raises(AccessDenied):
+            wf.contain(incident, who, partitions=["2026-09-18"])
+    assert world.ledger.served("mart_finance_daily_sales", "2026-09-18") is not None
+    wf.contain(incident, "oncall@atlasmart.example", partitions=["2026-09-18"])
+    assert world.ledger.served("mart_finance_daily_sales", "2026-09-18") is None
+    decisions = [(e["principal"], e["decision"]) for e in world.ledger.rows("access_log")[-3:]]
+    # "somebody" is no principal: nothing to attribute, so nothing logged; the rest is
+    assert decisions == [("ana.finance@atlasmart.example", "deny"), ("bi-dashboards", "deny"),
+                         ("oncall@atlasmart.example", "allow")]

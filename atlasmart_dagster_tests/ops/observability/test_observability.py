@@ -1,0 +1,94 @@
+"""Metrics scraped from the endpoint, JSON logs per partition, and no PII in anything a drill writes."""
+
+import json
+import urllib.request
+
+import dagster as dg
+import pytest
+from prometheus_client import start_http_server
+from prometheus_client.parser import text_string_to_metric_families
+
+from atlasmart_dagster.cli.main import main
+from atlasmart_dagster.ops.observability.logs import read_log
+from atlasmart_dagster.ops.observability.prometheus import registry_for
+from atlasmart_dagster.defs.retries import INJECT_TRANSIENT_TAG
+from atlasmart_dagster.ops.runs import run_chain
+
+from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+
+PII = ["Avery Synthetic", "Blake Synthetic", "Casey Synthetic", "Devon Synthetic", "Emery Synthetic",
+       "avery@example.invalid", "blake@example.invalid", "casey@example.invalid", "devon@example.invalid",
+       "emery@example.invalid"]
+
+
+def scrape(platform) -> dict[tuple[str, tuple], float]:
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry_for(platform))
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10).read().decode()
+    finally:
+        server.shutdown()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def test_metrics_endpoint_after_the_demo(env, capsys):
+    assert main(["--home", str(env.home), "--landing", str(env.landing), "--ephemeral-instance", "demo"]) == 0
+    capsys.readouterr()
+    run_chain(env.defs, env.instance, env.platform, ["2026-09-20"], lane="backfill", tags={INJECT_TRANSIENT_TAG: "agg_daily_sales"})
+    m = scrape(env.platform)
+    assert m[("atlasmart_records_processed_total", (("layer", "staging"),))] == 13 + 3
+    assert m[("atlasmart_records_quarantined_total", (("layer", "staging"),))] == 3
+    for asset in ("metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue"):
+        assert m[("atlasmart_certified_partitions", (("asset", asset),))] == 5
+        assert m[("atlasmart_last_certified_timestamp_seconds", (("asset", asset),))] > 1.7e9
+    assert m[("atlasmart_open_incidents", ())] == 0
+    assert m[("atlasmart_schema_drift_detections_total", ())] == 0
+    assert m[("atlasmart_step_retries_total", (("asset", "agg_daily_sales"),))] == 1
+    assert m[("atlasmart_slo_misses_total", (("objective", "availability"),))] == 0
+    assert {k[1] for k in m if k[0] == "atlasmart_partition_load_duration_seconds"} == {
+        (("partition", d),) for d in SAMPLE_DAYS}
+    path = env.root / "atlasmart.prom"
+    assert main(["--home", str(env.home), "metrics", "write", "--out", str(path)]) == 0
+    assert "atlasmart_records_quarantined_total" in path.read_text()
+
+
+def test_one_json_log_line_per_partition_and_step(env):
+    handler = {"class": "atlasmart_dagster.ops.observability.logs.JsonLinesHandler", "level": "INFO", "home": str(env.home)}
+    with dg.instance_for_test(overrides={"python_logs": {"python_log_level": "INFO",
+                                                         "dagster_handler_config": {"handlers": {"atlasmart_json": handler}}}}) as instance:
+        outcome = run_chain(env.defs, instance, env.platform, SAMPLE_DAYS[:3], lane="backfill")
+    lines = [l for l in read_log(env.platform.home) if l.get("event") == "partition_processed"]
+    assets = {"raw_order_lines", "stg_order_lines", "fact_sales", "agg_daily_sales", "metric_gross_revenue",
+              "mart_finance_daily_sales", "mart_executive_revenue"}
+    assert {(l["asset"], l["partition"]) for l in lines} == {(a, d) for a in assets for d in SAMPLE_DAYS[:3]}
+    for line in lines:
+        assert line["run_id"] == outcome.run_id and line["lane"] == "backfill" and line["outcome"] in ("ok", "built")
+        assert line["batch_ids"] and line["step"] and line["level"] == "INFO"
+    staged = next(l for l in lines if l["asset"] == "stg_order_lines" and l["partition"] == "2026-09-18")
+    assert (staged["raw_rows"], staged["accepted"], staged["quarantined"]) == (5, 4, 1)
+
+
+@pytest.mark.slow
+def test_no_drill_artifact_or_log_contains_pii(tmp_path, capsys):
+    home = tmp_path / "home"
+    for drill in ("failed-load", "source-late", "schema-drift", "semantic-bug", "dr"):
+        assert main(["--home", str(home), "drill", drill, "--workdir", str(tmp_path / drill)]) == 0, drill
+    capsys.readouterr()
+    scanned = 0
+    for path in tmp_path.rglob("*"):
+        if not path.is_file() or {"warehouse", "raw", "source"} & set(path.parts) or path.suffix in (".db", ".parquet"):
+            # the ERP's input, the raw evidence and the customer table hold PII by design;
+            # everything the platform writes *about* them may not
+            continue
+        if path.suffix not in (".json", ".jsonl", ".md", ".mmd", ".txt", ".log", ".prom"):
+            continue
+        text = path.read_text(errors="ignore")
+        scanned += 1
+        leaked = [p for p in PII if p in text]
+        assert not leaked, (path, leaked)
+    assert scanned > 20
+    logs = list(tmp_path.rglob("runs.jsonl"))
+    assert logs and all(json.loads(line) for log in logs for line in log.read_text().splitlines()[:5])

@@ -1,0 +1,74 @@
+"""The warehouse: one snapshot per partition replacement, and caches that never serve a stale version."""
+
+from datetime import date
+from decimal import Decimal
+
+import pyarrow as pa
+
+from atlasmart_dagster.store.home import AtlasmartHome
+from atlasmart_dagster.store.warehouse import Warehouse
+from atlasmart_dagster.store.tables import AGG_DAILY_SALES
+
+
+def _agg(day: str, revenue: str) -> pa.Table:
+    row = {
+        "sales_date": date.fromisoformat(day),
+        "paid_lines": 1,
+        "orders": 1,
+        "units": 1,
+        "revenue_usd": Decimal(revenue),
+        "cost_usd": Decimal("1.00"),
+        "gross_profit_usd": Decimal(revenue) - Decimal("1.00"),
+    }
+    names = AGG_DAILY_SALES.column_names
+    return AGG_DAILY_SALES.conform(pa.Table.from_pylist([{n: row.get(n) for n in names}]))
+
+
+def _revenue(warehouse: Warehouse, day: str, snapshot_id: int | None = None) -> list[Decimal]:
+    return warehouse.read(AGG_DAILY_SALES, [day], snapshot_id).column("revenue_usd").to_pylist()
+
+
+def test_replacing_a_partition_is_one_overwrite_snapshot_that_never_shows_it_empty(tmp_path):
+    warehouse = Warehouse(AtlasmartHome(tmp_path))
+    first = warehouse.overwrite(AGG_DAILY_SALES, _agg("2026-09-20", "185.00"), ["2026-09-20"])
+    warehouse.overwrite(AGG_DAILY_SALES, _agg("2026-09-21", "60.00"), ["2026-09-21"])
+    before = warehouse.snapshots(AGG_DAILY_SALES)
+    replaced = warehouse.overwrite(AGG_DAILY_SALES, _agg("2026-09-20", "175.00"), ["2026-09-20"])
+    after = warehouse.snapshots(AGG_DAILY_SALES)
+
+    assert len(after) == len(before) + 1
+    assert after[-1]["operation"] == "overwrite" and after[-1]["snapshot_id"] == replaced
+    # every snapshot in the history holds the day: none shows it deleted but not yet re-added
+    for snapshot in after:
+        assert len(_revenue(warehouse, "2026-09-20", snapshot["snapshot_id"])) == 1
+    assert _revenue(warehouse, "2026-09-20") == [Decimal("175.00")]
+    assert _revenue(warehouse, "2026-09-20", first) == [Decimal("185.00")]
+    assert _revenue(warehouse, "2026-09-21") == [Decimal("60.00")]
+    assert warehouse.partition_row_counts(AGG_DAILY_SALES, ["2026-09-20", "2026-09-21"]) == {
+        "2026-09-20": 1,
+        "2026-09-21": 1,
+    }
+
+
+def test_caches_follow_commits_made_by_another_process(tmp_path):
+    """Two Warehouse objects on one home stand for two processes: each must see the other's commits."""
+    home = AtlasmartHome(tmp_path)
+    ours, theirs = Warehouse(home), Warehouse(home)
+    ours.overwrite(AGG_DAILY_SALES, _agg("2026-09-20", "185.00"), ["2026-09-20"])
+    assert _revenue(ours, "2026-09-20") == [Decimal("185.00")]  # table and plan now cached
+    assert _revenue(theirs, "2026-09-20") == [Decimal("185.00")]
+
+    theirs.overwrite(AGG_DAILY_SALES, _agg("2026-09-20", "130.00"), ["2026-09-20"])
+    assert ours.current_snapshot_id(AGG_DAILY_SALES) == theirs.current_snapshot_id(AGG_DAILY_SALES)
+    assert _revenue(ours, "2026-09-20") == [Decimal("130.00")]
+
+
+def test_a_cached_plan_is_not_served_for_an_expired_snapshot(tmp_path):
+    warehouse = Warehouse(AtlasmartHome(tmp_path))
+    old = warehouse.overwrite(AGG_DAILY_SALES, _agg("2026-09-20", "185.00"), ["2026-09-20"])
+    assert warehouse.data_files(AGG_DAILY_SALES, ["2026-09-20"], old)  # planned and cached
+    warehouse.overwrite(AGG_DAILY_SALES, _agg("2026-09-20", "130.00"), ["2026-09-20"])
+    warehouse.table(AGG_DAILY_SALES).maintenance.expire_snapshots().by_id(old).commit()
+
+    assert warehouse.data_files(AGG_DAILY_SALES, ["2026-09-20"], old) == []
+    assert _revenue(warehouse, "2026-09-20") == [Decimal("130.00")]
