@@ -26,7 +26,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Callable
 
-from ..product.controls import ControlTuple
+from ..domain.controls import ControlTuple
 from ..store.landing import SOURCE_SYSTEM, partition_folder_name
 from ..store.raw_store import MANIFEST_NAME
 from ..store.warehouse import duckdb_connection

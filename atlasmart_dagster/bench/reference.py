@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from ..product.controls import ControlTuple
+from ..domain.controls import ControlTuple
 from ..product.fingerprints import fingerprint_relation
 from ..store.warehouse import duckdb_connection
 

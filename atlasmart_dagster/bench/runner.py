@@ -23,7 +23,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..product.controls import ControlTuple
+from ..domain.controls import ControlTuple
 from ..defs.partitions import FIRST_SALES_DATE
 from .generator import generate
 from .progress import Progress

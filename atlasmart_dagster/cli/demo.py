@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..product.certification_gate import certify_run
-from ..product.controls import ControlTuple, total
+from ..domain.controls import ControlTuple, total
 from ..store.ledger import BUILT
 from ..ops.runs import run_chain, run_reference
 from ..product.serving import partition_status

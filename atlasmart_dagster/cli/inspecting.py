@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..product.certification_gate import CERTIFIED_ASSETS
-from ..product.controls import ControlTuple
+from ..domain.controls import ControlTuple
 from ..product.published_controls import controls_of, metric_revenue_of
 from ..product.serving import known_partitions, partition_statuses
 from ..store.tables import METRIC_GROSS_REVENUE, TABLES_BY_NAME

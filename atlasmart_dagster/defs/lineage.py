@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from ..product.contracts import CANONICAL_NAMES, CHANNELS
-from ..product.controls import CONTROL_FIELDS
+from ..domain.contracts import CANONICAL_NAMES, CHANNELS
+from ..domain.controls import CONTROL_FIELDS
 
 SOURCE = "erp_order_lines"
 RAW = "raw_order_lines"

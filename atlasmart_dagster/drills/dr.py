@@ -17,7 +17,7 @@ from typing import Any
 from pyiceberg.expressions import In
 
 from ..ops import recovery
-from ..product.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
+from ..domain.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
 from ..ops.incidents.workflow import canonical_controls
 from ..store.platform import Platform
 from ..product.published_controls import fingerprints_of

@@ -36,7 +36,7 @@ import dagster as dg
 from ..ops.backfills import BackfillRequest, run_backfill
 from ..defs.checks.check_names import AGG_MATCHES_FACT
 from ..store.clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
-from ..product.controls import ControlTuple
+from ..domain.controls import ControlTuple
 from ..product.lanes import LANE_TAG
 from ..store.ledger import BLOCKED_UPSTREAM, CERTIFIED
 from ..product.published_controls import controls_of, fingerprints_of

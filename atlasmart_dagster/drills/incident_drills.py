@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from ..product.contract_approvals import approve
 from ..store.clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
-from ..product.controls import ControlTuple, format_money, total
+from ..domain.controls import ControlTuple, format_money, total
 from ..product.dashboards import EXECUTIVE_DASHBOARD, Dashboard, Tile, deploy, governed_values
 from ..ops.incidents.detection import detect
 from ..product.lanes import INCLUDE_CURRENT_TAG

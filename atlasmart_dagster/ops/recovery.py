@@ -35,7 +35,7 @@ from pyiceberg.table import StaticTable
 
 from ..product.certification_gate import CERTIFIED_ASSETS
 from ..store.clock import format_ts
-from ..product.controls import ControlTuple
+from ..domain.controls import ControlTuple
 from ..errors import AtlasmartError, TransientError
 from ..store.home import AtlasmartHome
 from ..store.ledger import BUILT
@@ -240,7 +240,7 @@ def fact_rows_sha256(platform: Platform) -> str:
 
 
 def total_fact_controls(platform: Platform) -> ControlTuple:
-    from ..product.controls import total
+    from ..domain.controls import total
 
     days = sorted({b["partition"] for b in platform.ledger.batches()})
     return total(controls_of(platform.warehouse, FACT_SALES, days).values())

@@ -35,7 +35,7 @@ from ..defs.checks.check_names import (
     NO_NEGATIVE_MONEY,
     STAGED_ROWS_RECONCILE,
 )
-from .controls import ControlTuple
+from ..domain.controls import ControlTuple
 from ..store.ledger import BUILT, CERTIFIED, PartitionEvent, covering_hold
 from ..store.platform import Platform
 from .published_controls import controls_of, fingerprints_of, metric_revenue_of

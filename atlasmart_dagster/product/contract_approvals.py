@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Callable
 
 from ..store.clock import format_ts
-from .contracts import CONTRACTS, SourceContract
+from ..domain.contracts import CONTRACTS, SourceContract
 from ..errors import ContractViolation
 from ..store.landing import Manifest
 from ..store.ledger import Ledger

@@ -27,7 +27,7 @@ import duckdb
 from ..store.clock import format_ts
 from .consumer_views import register_certified
 from ..store.ledger import Ledger
-from .governed_metrics import GROSS_REVENUE, MetricDefinition
+from ..domain.governed_metrics import GROSS_REVENUE, MetricDefinition
 from ..store.platform import Platform
 from ..store.warehouse import duckdb_connection
 

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import duckdb
 
-from .controls import AGG_CONTROLS_SQL, FACT_CONTROLS_SQL, ControlTuple, controls_by_date
+from ..domain.controls import AGG_CONTROLS_SQL, FACT_CONTROLS_SQL, ControlTuple, controls_by_date
 from .fingerprints import fingerprint_relation, fingerprints_by_partition
 from ..store.tables import (
     AGG_DAILY_SALES,

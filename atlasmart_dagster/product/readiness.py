@@ -24,7 +24,7 @@ import duckdb
 
 from .contract_approvals import resolver
 from ..store.clock import format_ts
-from .contracts import CONTRACTS, Conformance, SourceContract, typed_projection_sql
+from ..domain.contracts import CONTRACTS, Conformance, SourceContract, typed_projection_sql
 from ..errors import SourceNotReady
 from ..store.landing import Manifest, file_format, parse_manifest, present_fields
 from ..store.platform import Platform

@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from .clock import parse_ts
-from ..product.contracts import SourceContract, typed_projection_sql
+from ..domain.contracts import SourceContract, typed_projection_sql
 from .raw_store import MANIFEST_NAME, is_safe_batch_id
 
 SOURCE_SYSTEM = "atlasmart_erp"

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from .clock import format_ts
-from ..product.controls import ControlTuple
+from ..domain.controls import ControlTuple
 
 BUILT = "BUILT"
 CERTIFIED = "CERTIFIED"

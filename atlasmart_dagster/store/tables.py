@@ -28,7 +28,7 @@ from pyiceberg.types import (
 )
 from pyiceberg.transforms import IdentityTransform
 
-from ..product.contracts import CANONICAL_FIELDS, CHANNELS
+from ..domain.contracts import CANONICAL_FIELDS, CHANNELS
 
 NAMESPACE = "atlasmart"
 

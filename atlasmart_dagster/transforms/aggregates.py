@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..product.controls import FACT_CONTROLS_SQL
+from ..domain.controls import FACT_CONTROLS_SQL
 
 
 def days_relation(partitions: Sequence[str]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..product.contracts import PAID_STATUS
+from ..domain.contracts import PAID_STATUS
 
 
 def fact_sales_sql(staged: str = "stg_order_lines") -> str:

@@ -7,8 +7,8 @@ two agree before anything is certified.
 
 from __future__ import annotations
 
-from ..product.contracts import CHANNELS
-from ..product.governed_metrics import GROSS_REVENUE
+from ..domain.contracts import CHANNELS
+from ..domain.governed_metrics import GROSS_REVENUE
 
 _MARGIN = "CASE WHEN r.revenue_usd = 0 THEN 0 ELSE round(a.gross_profit_usd * 100 / r.revenue_usd, 2) END"
 

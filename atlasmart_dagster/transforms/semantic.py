@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..product.contracts import CHANNELS
-from ..product.governed_metrics import GROSS_REVENUE, MetricDefinition
+from ..domain.contracts import CHANNELS
+from ..domain.governed_metrics import GROSS_REVENUE, MetricDefinition
 from .aggregates import days_relation
 
 

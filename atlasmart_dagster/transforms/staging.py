@@ -22,7 +22,7 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
-from ..product.contracts import CANONICAL_NAMES, CHANNELS
+from ..domain.contracts import CANONICAL_NAMES, CHANNELS
 
 REASONS = (
     "type_error",

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from atlasmart_dagster.product.contracts import CANONICAL_NAMES, CONTRACT_V1
+from atlasmart_dagster.domain.contracts import CANONICAL_NAMES, CONTRACT_V1
 from atlasmart_dagster.store.landing import present_fields, read_batch
 from atlasmart_dagster.transforms.staging import gate_tables
 from atlasmart_dagster.store.warehouse import duckdb_connection

@@ -3,7 +3,7 @@
 
 import dagster as dg
 
-from ...product.controls import AGG_CONTROLS_SQL, ControlTuple, controls_by_date
+from ...domain.controls import AGG_CONTROLS_SQL, ControlTuple, controls_by_date
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ...store.clock import RUN_FINISHED
-from ...product.controls import AGG_CONTROLS_SQL, controls_by_date
+from ...domain.controls import AGG_CONTROLS_SQL, controls_by_date
 from ...product.fingerprints import fingerprints_by_partition
 from ...store.tables import METRIC_GROSS_REVENUE, TableSpec
 from .step import Step

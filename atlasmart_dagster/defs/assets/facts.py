@@ -4,8 +4,8 @@
 import dagster as dg
 
 from ..checks.check_names import FACT_MATCHES_STAGING, GRAIN_UNIQUE, NO_NEGATIVE_MONEY
-from ...product.contracts import PAID_STATUS
-from ...product.controls import FACT_CONTROL_COLUMNS, FACT_CONTROLS_SQL, ControlTuple, controls_by_date
+from ...domain.contracts import PAID_STATUS
+from ...domain.controls import FACT_CONTROL_COLUMNS, FACT_CONTROLS_SQL, ControlTuple, controls_by_date
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource

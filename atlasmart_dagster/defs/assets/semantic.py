@@ -4,7 +4,7 @@
 import dagster as dg
 
 from ..lineage import lineage_metadata
-from ...product.governed_metrics import GROSS_REVENUE
+from ...domain.governed_metrics import GROSS_REVENUE
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient

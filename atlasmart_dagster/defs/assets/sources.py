@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from ...product.contracts import CANONICAL_FIELDS, CONTRACT_V1
+from ...domain.contracts import CANONICAL_FIELDS, CONTRACT_V1
 
 ERP_ORDER_LINES = dg.AssetSpec(
     "erp_order_lines",

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 import dagster as dg
 
 from ...store.clock import format_ts
-from ...product.controls import ControlTuple
+from ...domain.controls import ControlTuple
 from ...product.lanes import lane_of
 from ...store.ledger import BUILT
 from ..partitions import partition_keys_from_tags

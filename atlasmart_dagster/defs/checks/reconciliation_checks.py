@@ -14,7 +14,7 @@ from decimal import Decimal
 import dagster as dg
 
 from ..assets.step import CheckOutcome, Step
-from ...product.contracts import CHANNELS
+from ...domain.contracts import CHANNELS
 from .check_names import AGG_MATCHES_FACT, CHANNEL_SPLIT_ADDS_UP, MART_MATCHES_AGG_AND_METRIC, METRIC_MATCHES_AGG
 from ...product.published_controls import controls_of, metric_revenue_of
 from ..resources import AtlasmartResource

@@ -21,7 +21,7 @@ import dagster as dg
 from ..access.policy import WITHDRAW_CERTIFICATION
 from ..backfills import BackfillRequest, run_backfill
 from ...product.certification_gate import CERTIFIED_ASSETS, certify_builds
-from ...product.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
+from ...domain.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
 from ...product.dashboards import DEFAULT_DASHBOARDS
 from ...store.ledger import BUILT, WITHDRAWN
 from ...store.platform import Platform

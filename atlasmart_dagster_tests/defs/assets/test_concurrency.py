@@ -2,7 +2,7 @@
 
 import multiprocessing as mp
 
-from atlasmart_dagster.product.controls import ControlTuple
+from atlasmart_dagster.domain.controls import ControlTuple
 from atlasmart_dagster.product.published_controls import controls_of
 from atlasmart_dagster.store.tables import FACT_SALES, MART_FINANCE_DAILY_SALES
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from atlasmart_dagster.product.controls import ControlTuple, total
+from atlasmart_dagster.domain.controls import ControlTuple, total
 from atlasmart_dagster.store.ledger import BUILT, CERTIFIED
 from atlasmart_dagster.product.published_controls import controls_of, metric_revenue_of
 from atlasmart_dagster.product.serving import partition_status, read_certified

@@ -3,7 +3,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from atlasmart_dagster.product.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, format_money, total
+from atlasmart_dagster.domain.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, format_money, total
 from atlasmart_dagster.store.warehouse import duckdb_connection
 
 

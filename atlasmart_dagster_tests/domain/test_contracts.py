@@ -1,6 +1,6 @@
 import pytest
 
-from atlasmart_dagster.product.contracts import CANONICAL_NAMES, CONTRACT_V1, SourceContract, typed_projection_sql
+from atlasmart_dagster.domain.contracts import CANONICAL_NAMES, CONTRACT_V1, SourceContract, typed_projection_sql
 from atlasmart_dagster.store.warehouse import duckdb_connection
 
 
