@@ -24,6 +24,7 @@ from .defs.assets.staging import stg_order_lines
 from .defs.automation.jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job, reference_job
 from .defs.automation.schedules import daily_sales_schedule
 from .defs.automation.sensors import certification_sensor, incident_sensor, landing_manifest_sensor
+from .defs.checks.golden_checks import dashboard_golden_checks
 from .defs.checks.reconciliation_checks import (
     agg_matches_fact,
     executive_channel_split_adds_up,
@@ -31,7 +32,6 @@ from .defs.checks.reconciliation_checks import (
     finance_mart_reconciles,
     metric_matches_agg,
 )
-from .defs.checks.golden_checks import dashboard_golden_checks
 from .defs.checks.slo_checks import partition_slos
 from .defs.resources import AtlasmartResource
 

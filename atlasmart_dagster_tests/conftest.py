@@ -8,9 +8,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from atlasmart_dagster.defs.resources import AtlasmartResource
 from atlasmart_dagster.store.home import sample_dir
 from atlasmart_dagster.store.platform import Platform
-from atlasmart_dagster.defs.resources import AtlasmartResource
 
 SAMPLE_DAYS = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"]
 

@@ -23,8 +23,8 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..domain.controls import ControlTuple
 from ..defs.partitions import FIRST_SALES_DATE
+from ..domain.controls import ControlTuple
 from .generator import generate
 from .progress import Progress
 
@@ -73,11 +73,11 @@ def _ours_child(landing: str, home: str, days: list[str], warm_day: str | None, 
     warnings.filterwarnings("ignore")
     import dagster as dg
 
-    from ..product.certification_gate import certify_run
     from ..definitions import build_definitions
-    from ..product.published_controls import controls_of
     from ..defs.resources import AtlasmartResource
     from ..ops.runs import run_chain
+    from ..product.published_controls import controls_of
+    from ..product.run_certification import certify_run
     from ..store.tables import FACT_SALES
 
     resource_ = AtlasmartResource(home=home, landing=landing)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..ops.access.access_log import access_log
 from ..ops.access.gateway import Gateway, QueryError
 from ..ops.access.policy import PRINCIPALS, ROLES, AccessDenied, matrix, validate_policy
 from .context import CliContext
@@ -36,7 +37,7 @@ def cmd_access(args: argparse.Namespace, ctx: CliContext) -> int:
         "policy_problems": validate_policy(),
     }
     if args.log:
-        report["access_log"] = ctx.platform.ledger.rows("access_log")[-args.log:]
+        report["access_log"] = access_log(ctx.platform.ledger)[-args.log:]
     if ctx.as_json:
         print_json(report)
         return 0

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import argparse
 
-from ..product.certification_gate import certify_run
 from ..domain.controls import ControlTuple, total
-from ..store.ledger import BUILT
 from ..ops.runs import run_chain, run_reference
+from ..product.run_certification import certify_run
 from ..product.serving import partition_status
+from ..store.ledger.partition_states import BUILT
 from .context import CliContext
 from .output import print_json, short, table
 
 
 def staging_counts(ctx: CliContext, partition: str) -> dict | None:
-    built = ctx.platform.ledger.events(asset="stg_order_lines", partition=partition, states=(BUILT,))
+    built = ctx.platform.ledger.partitions.events(asset="stg_order_lines", partition=partition, states=(BUILT,))
     return built[-1].detail if built else None
 
 
 def committed_source_seq(ctx: CliContext, partitions: list[str]) -> int | None:
-    highs = [b["source_seq_high"] for p in partitions for b in ctx.platform.ledger.batches(p)]
+    highs = [b["source_seq_high"] for p in partitions for b in ctx.platform.ledger.batches.list(p)]
     return max(highs) if highs else None
 
 

@@ -143,7 +143,7 @@ def cmd_blast_radius(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_contract(args: argparse.Namespace, ctx: CliContext) -> int:
     """Approve a source contract version for a batch (the owner's compatibility decision)."""
-    from ..product.contract_approvals import approve, approvals
+    from ..product.contract_approvals import approvals, approve
 
     if args.action == "list":
         print_json(approvals(ctx.platform.ledger))

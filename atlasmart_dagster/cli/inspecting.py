@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..product.certification_gate import CERTIFIED_ASSETS
 from ..domain.controls import ControlTuple
 from ..product.published_controls import controls_of, metric_revenue_of
 from ..product.serving import known_partitions, partition_statuses
-from ..store.tables import METRIC_GROSS_REVENUE, TABLES_BY_NAME
+from ..store.tables import CERTIFIED_ASSETS, METRIC_GROSS_REVENUE, TABLES_BY_NAME
 from .context import CliContext
 from .output import print_json, short, table
 
@@ -52,7 +51,7 @@ def cmd_controls(args: argparse.Namespace, ctx: CliContext) -> int:
         published = {p: ControlTuple(revenue_usd=v) for p, v in revenue.items()}
     else:
         published = controls_of(platform.warehouse, spec, partitions)
-    served = platform.ledger.served_map(args.asset)
+    served = platform.ledger.partitions.served_map(args.asset)
     out = []
     for p in partitions:
         cert = served.get(p)

@@ -6,8 +6,8 @@ import argparse
 import time
 
 from ..defs.automation.jobs import DAILY_CHAIN
-from ..ops.backfills import BackfillRequest, run_backfill, submit_to_daemon
 from ..errors import LaneViolation
+from ..ops.backfills import BackfillRequest, run_backfill, submit_to_daemon
 from .context import CliContext
 from .output import print_json
 

@@ -33,8 +33,8 @@ def cmd_backup(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
     """Restore a backup into its (empty or damaged) home, moving what is there aside, then verify."""
-    from ..store.platform import Platform
     from ..ops.recovery import restore, verify
+    from ..store.platform import Platform
 
     try:
         report = restore(Path(args.backup), ctx.platform.home, ctx.platform.clock.now())

@@ -16,12 +16,12 @@ from typing import Any
 
 from pyiceberg.expressions import In
 
-from ..ops import recovery
 from ..domain.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
+from ..ops import recovery
 from ..ops.incidents.workflow import canonical_controls
-from ..store.platform import Platform
-from ..product.published_controls import fingerprints_of
 from ..ops.runs import run_reference
+from ..product.published_controls import fingerprints_of
+from ..store.platform import Platform
 from ..store.tables import FACT_SALES
 from ..store.warehouse import duckdb_connection
 from .harness import DrillWorld, hhmm, write_json

@@ -33,17 +33,17 @@ from typing import Any
 
 import dagster as dg
 
-from ..ops.backfills import BackfillRequest, run_backfill
-from ..defs.checks.check_names import AGG_MATCHES_FACT
-from ..store.clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
-from ..domain.controls import ControlTuple
-from ..product.lanes import LANE_TAG
-from ..store.ledger import BLOCKED_UPSTREAM, CERTIFIED
-from ..product.published_controls import controls_of, fingerprints_of
 from ..defs.retries import INJECT_TRANSIENT_TAG
+from ..domain.check_names import AGG_MATCHES_FACT
+from ..domain.controls import ControlTuple
+from ..ops.backfills import BackfillRequest, run_backfill
 from ..ops.runs import run_checks
+from ..product.lanes import LANE_TAG
+from ..product.published_controls import controls_of, fingerprints_of
 from ..product.serving import partition_status
 from ..product.slo import latest_results
+from ..store.clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
+from ..store.ledger.partition_states import BLOCKED_UPSTREAM, CERTIFIED
 from ..store.tables import (
     AGG_DAILY_SALES,
     FACT_SALES,
@@ -105,7 +105,7 @@ def _fact_bytes(world: DrillWorld, partition: str) -> list[str]:
 def _served_fingerprints(world: DrillWorld, partition: str) -> dict[str, str]:
     out = {}
     for spec in CERTIFIED_SPECS:
-        served = world.platform.ledger.served(spec.name, partition)
+        served = world.platform.ledger.partitions.served(spec.name, partition)
         out[spec.name] = served.certification.fingerprint if served else None
     return out
 
@@ -136,7 +136,7 @@ def play_daily_load(world: DrillWorld, timeline: Timeline) -> dict[str, Any]:
     world.at(timeline.ts(SCHEDULED))
     request = world.tick_schedule()
     blocked = world.execute("scheduled load (manifest not landed)", request)
-    blocked_event = world.platform.ledger.events(partition=DAY, states=(BLOCKED_UPSTREAM,))[-1]
+    blocked_event = world.platform.ledger.partitions.events(partition=DAY, states=(BLOCKED_UPSTREAM,))[-1]
     status = partition_status(world.platform, DAY)
     world.signal(
         "blocked",
@@ -173,10 +173,10 @@ def play_daily_load(world: DrillWorld, timeline: Timeline) -> dict[str, Any]:
     world.at(timeline.ts(timeline.certify))
     decisions = world.certify(load)
     slo = latest_results(world.platform.ledger, DAY)
-    controls = world.platform.ledger.served(MART_FINANCE_DAILY_SALES.name, DAY).certification.controls
+    controls = world.platform.ledger.partitions.served(MART_FINANCE_DAILY_SALES.name, DAY).certification.controls
     world.signal("certified", f"{DAY} certified v1, controls {controls}", assets=sorted(d.asset for d in decisions if d.certified))
     world.signal("slo", "; ".join(r.describe() for r in slo))
-    published_once = sum(1 for e in world.platform.ledger.events(asset="fact_sales", partition=DAY) if e.run_id == load.run_id)
+    published_once = sum(1 for e in world.platform.ledger.partitions.events(asset="fact_sales", partition=DAY) if e.run_id == load.run_id)
     return {
         "timeline": {"ready_at": timeline.ready, "run_started": timeline.start, "run_finished": timeline.finish,
                      "certified": timeline.certify, "scheduled": SCHEDULED},
@@ -232,7 +232,7 @@ def play_historical_repair(world: DrillWorld) -> tuple[dict[str, Any], ControlTu
     repair = run_backfill(world.defs, world.instance, world.platform, request, log_level=world.log_level)
     world.record_run("historical repair (backfill lane)", repair)
     repaired = controls_of(wh, AGG_DAILY_SALES, [REPAIR_DAY])[REPAIR_DAY]
-    recert = [e for e in world.platform.ledger.events(partition=REPAIR_DAY, states=(CERTIFIED,)) if e.run_id == repair.run_id]
+    recert = [e for e in world.platform.ledger.partitions.events(partition=REPAIR_DAY, states=(CERTIFIED,)) if e.run_id == repair.run_id]
     neighbour_after = _day_fingerprints(world, DAY)
     rebuilt = sorted(k for k, v in next(r for r in world.runs if r["run_id"] == repair.run_id)["step_events"].items()
                      if "ASSET_MATERIALIZATION" in v)
@@ -268,7 +268,7 @@ def play_replay(world: DrillWorld) -> dict[str, Any]:
     world.record_run("replay from raw store (backfill lane)", replay)
     after = {s.name: fingerprints_of(wh, s, [REPAIR_DAY])[REPAIR_DAY] for s in ALL_LAYERS}
     bytes_identical = bytes_before == _fact_bytes(world, REPAIR_DAY)
-    raw_built = world.platform.ledger.events(asset="raw_order_lines", partition=REPAIR_DAY)[-1]
+    raw_built = world.platform.ledger.partitions.events(asset="raw_order_lines", partition=REPAIR_DAY)[-1]
     world.signal("replayed", f"{REPAIR_DAY} replayed from the raw store: fingerprints identical {before == after}, "
                  f"fact Parquet bytes identical {bytes_identical}")
     return {

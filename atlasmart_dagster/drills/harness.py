@@ -20,16 +20,17 @@ from typing import Any
 
 import dagster as dg
 
+from ..definitions import build_definitions
 from ..defs.automation.schedules import daily_sales_schedule
 from ..defs.automation.sensors import plan_manifest_runs
-from ..product.certification_gate import certify_run
-from ..store.clock import LogicalClock, format_ts, parse_ts
-from ..definitions import build_definitions
-from ..store.home import sample_dir
-from ..product.lanes import LANE_TAG
-from ..store.platform import Platform
+from ..defs.checks.slo_checks import slo_reporter
 from ..defs.resources import AtlasmartResource
 from ..ops.runs import RunOutcome, run_chain
+from ..product.lanes import LANE_TAG
+from ..product.run_certification import certify_run
+from ..store.clock import LogicalClock, format_ts, parse_ts
+from ..store.home import sample_dir
+from ..store.platform import Platform
 
 
 @dataclass
@@ -137,7 +138,7 @@ class DrillWorld:
         return outcome
 
     def certify(self, outcome: RunOutcome, actor: str = "certification_sensor"):
-        decisions = certify_run(self.platform, outcome.run_id, outcome.success, actor=actor, instance=self.instance)
+        decisions = certify_run(self.platform, outcome.run_id, outcome.success, actor=actor, report_slos=slo_reporter(self.instance))
         outcome.decisions = decisions
         return decisions
 
@@ -164,17 +165,17 @@ class DrillWorld:
         labels = SnapshotLabels()
         ledger = self.platform.ledger
         events = []
-        for e in ledger.events():
+        for e in ledger.partitions.events():
             if e.partition in partitions:
                 item = e.to_json()
                 item["snapshot_id"] = labels.label(e.asset, e.snapshot_id)
                 events.append(item)
         return {
             "partition_events": events,
-            "check_results": [r for r in ledger.check_results() if r["partition"] in partitions],
-            "slo_records": [r for r in ledger.slo_records() if r["partition"] in partitions],
-            "batches": [b for b in ledger.batches() if b["partition"] in partitions],
-            "backfills": ledger.backfills(),
+            "check_results": [r for r in ledger.checks.results() if r["partition"] in partitions],
+            "slo_records": [r for r in ledger.slos.records() if r["partition"] in partitions],
+            "batches": [b for b in ledger.batches.list() if b["partition"] in partitions],
+            "backfills": ledger.backfills.list(),
         }
 
 

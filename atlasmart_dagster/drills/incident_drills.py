@@ -15,18 +15,18 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
-from ..product.contract_approvals import approve
-from ..store.clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
 from ..domain.controls import ControlTuple, format_money, total
-from ..product.dashboards import EXECUTIVE_DASHBOARD, Dashboard, Tile, deploy, governed_values
 from ..ops.incidents.detection import detect
-from ..product.lanes import INCLUDE_CURRENT_TAG
 from ..ops.incidents.store import Incident
 from ..ops.incidents.workflow import IncidentWorkflow, canonical_controls
-from ..store.platform import Platform
+from ..product.contract_approvals import approvals, approve
+from ..product.dashboards import EXECUTIVE_DASHBOARD, Dashboard, Tile, deploy, governed_values
+from ..product.lanes import INCLUDE_CURRENT_TAG
 from ..product.published_controls import controls_of
 from ..product.serving import partition_status, read_certified
 from ..product.slo import due_at, latest_results
+from ..store.clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
+from ..store.platform import Platform
 from ..store.tables import FACT_SALES, MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES, STG_ORDER_LINES
 from .harness import DrillWorld, hhmm, write_json
 from .landing_helpers import drift_rename_field
@@ -48,7 +48,7 @@ def canonical_total(platform: Platform) -> ControlTuple:
 
 def served_total(platform: Platform) -> ControlTuple:
     """Controls of what consumers are served: the certified finance mart, over every drill day."""
-    served = [platform.ledger.served(MART_FINANCE_DAILY_SALES.name, d) for d in ALL_DAYS]
+    served = [platform.ledger.partitions.served(MART_FINANCE_DAILY_SALES.name, d) for d in ALL_DAYS]
     return total(s.certification.controls for s in served if s and s.certification.controls)
 
 
@@ -64,7 +64,7 @@ def totals_reconcile(platform: Platform) -> bool:
 
 def certified_at(platform: Platform, partition: str) -> str:
     """HH:MM of the certification consumers are served for ``partition``."""
-    return hhmm(platform.ledger.served(MART_FINANCE_DAILY_SALES.name, partition).certification.recorded_at)
+    return hhmm(platform.ledger.partitions.served(MART_FINANCE_DAILY_SALES.name, partition).certification.recorded_at)
 
 
 def certified_marketplace_revenue(platform: Platform) -> Decimal:
@@ -346,7 +346,7 @@ class SchemaDriftDrill(IncidentDrill):
             and "mart_finance_daily_sales" in figures["blast_radius_assets"],
             "owner_approved_contract_v2": any(
                 a["batch_id"] == manifest["batch_id"] and a["contract_version"] == "v2" and a["owner"] == "erp-operations"
-                for a in w.platform.ledger.rows("contract_approvals")),
+                for a in approvals(w.platform.ledger)),
             "replayed_from_preserved_raw_batch": repair.success,
             "reconciled_and_recertified": verification["passed"]
             and partition_status(w.platform, DAY).state == "CERTIFIED",
@@ -386,7 +386,7 @@ class SemanticBugDrill(IncidentDrill):
         marketplace = certified_marketplace_revenue(w.platform)
         w.at(at("10:05"))
         self.golden_checks("golden checks after the dashboard deploy")
-        pipeline_failures = [r for r in w.platform.ledger.check_results() if r["blocking"] and not r["passed"]]
+        pipeline_failures = [r for r in w.platform.ledger.checks.results() if r["blocking"] and not r["passed"]]
         w.signal("golden", f"golden cross-check: dashboard shows {shown} USD, governed metric {governed} USD; "
                            f"pipeline check failures: {len(pipeline_failures)}")
         w.at(at("10:06"))
@@ -422,7 +422,7 @@ class SemanticBugDrill(IncidentDrill):
                         "dashboards could restate a governed metric by hand",
                         "dashboards compile revenue from the governed metric and the golden test runs after every deploy")
         incident = self.wf.get(incident_id)
-        recertified = [d for d in ALL_DAYS if w.platform.ledger.served(EXECUTIVE_DASHBOARD.asset, d)]
+        recertified = [d for d in ALL_DAYS if w.platform.ledger.partitions.served(EXECUTIVE_DASHBOARD.asset, d)]
         figures = {
             "dashboard_shown_usd": f"{shown:.2f}",
             "governed_usd": f"{governed:.2f}",

@@ -21,10 +21,10 @@ from datetime import date
 import dagster as dg
 
 from ..defs.automation.jobs import DAILY_CHAIN
+from ..defs.partitions import FIRST_SALES_DATE, daily_partitions
 from ..errors import LaneViolation
 from ..product.lanes import BACKFILL, INCLUDE_CURRENT_TAG, LANE_TAG, current_partition
 from ..store.locks import lane_lock
-from ..defs.partitions import FIRST_SALES_DATE, daily_partitions
 from ..store.platform import Platform
 from .runs import RunOutcome, run_chain
 
@@ -109,7 +109,7 @@ def run_backfill(
     request_id = _admit(platform, request)
     ledger = platform.ledger
     recorded = asdict(request)
-    ledger.record_backfill(request_id, "REQUESTED", recorded, platform.clock.now())
+    ledger.backfills.record(request_id, "REQUESTED", recorded, platform.clock.now())
     with lane_lock(platform.home.locks_dir, BACKFILL, wait_seconds):
         outcome = run_chain(
             defs,
@@ -122,7 +122,7 @@ def run_backfill(
             log_level=log_level,
             progress=progress,
         )
-    ledger.record_backfill(
+    ledger.backfills.record(
         request_id,
         "FINISHED",
         recorded,
@@ -170,7 +170,7 @@ def submit_to_daemon(defs: dg.Definitions, instance: dg.DagsterInstance, platfor
         run_config=None,
     )
     instance.add_backfill(backfill)
-    platform.ledger.record_backfill(
+    platform.ledger.backfills.record(
         request_id, "SUBMITTED", asdict(request), platform.clock.now(), dagster_backfill_id=backfill_id
     )
     return backfill_id

@@ -16,13 +16,11 @@ deleted.
 from __future__ import annotations
 
 import time
-
 from typing import Any
 
-from ..product.certification_gate import CERTIFIED_ASSETS
-from ..store.ledger import BUILT, CERTIFIED, WITHDRAWN
+from ..store.ledger.partition_states import BUILT, CERTIFIED, WITHDRAWN
 from ..store.platform import Platform
-from ..store.tables import ALL_TABLES
+from ..store.tables import ALL_TABLES, CERTIFIED_ASSETS
 from ..store.warehouse import reachable_files
 
 CHAIN_PINS = ("fact_sales", "agg_daily_sales", "metric_gross_revenue")
@@ -34,11 +32,11 @@ def protected_snapshots(platform: Platform) -> dict[str, set[int]]:
     ledger = platform.ledger
     protected: dict[str, set[int]] = {spec.name: set() for spec in ALL_TABLES}
     built: dict[tuple[str, str], list] = {}
-    for event in ledger.events(states=(BUILT,)):
+    for event in ledger.partitions.events(states=(BUILT,)):
         built.setdefault((event.asset, event.partition), []).append(event)
     served_builds = []
     for asset in CERTIFIED_ASSETS:
-        for partition, served in ledger.served_map(asset).items():
+        for partition, served in ledger.partitions.served_map(asset).items():
             cert = served.certification
             if cert.snapshot_id is not None:
                 protected[asset].add(cert.snapshot_id)
@@ -51,8 +49,8 @@ def protected_snapshots(platform: Platform) -> dict[str, set[int]]:
     from .incidents.store import IncidentStore
 
     open_ids = {i.id for i in IncidentStore(ledger).open_incidents()}
-    certifications = {e.id: e for e in ledger.events(states=(CERTIFIED,))}
-    for event in ledger.events(states=(WITHDRAWN,)):
+    certifications = {e.id: e for e in ledger.partitions.events(states=(CERTIFIED,))}
+    for event in ledger.partitions.events(states=(WITHDRAWN,)):
         if event.detail.get("incident_id") in open_ids:
             for cert_id in event.detail.get("certification_ids", []):
                 cert = certifications.get(cert_id)

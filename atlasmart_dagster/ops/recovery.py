@@ -33,16 +33,15 @@ from typing import Any
 
 from pyiceberg.table import StaticTable
 
-from ..product.certification_gate import CERTIFIED_ASSETS
-from ..store.clock import format_ts
 from ..domain.controls import ControlTuple
 from ..errors import AtlasmartError, TransientError
+from ..product.published_controls import controls_of, fingerprints_of
+from ..store.clock import format_ts
 from ..store.home import AtlasmartHome
-from ..store.ledger import BUILT
+from ..store.ledger.partition_states import BUILT
 from ..store.platform import Platform
 from ..store.raw_store import sha256_file
-from ..product.published_controls import controls_of, fingerprints_of
-from ..store.tables import FACT_SALES, TABLES_BY_NAME
+from ..store.tables import CERTIFIED_ASSETS, FACT_SALES, TABLES_BY_NAME
 from ..store.warehouse import reachable_files
 
 BACKUP_FORMAT = 1
@@ -183,7 +182,7 @@ def verify(platform: Platform) -> dict[str, Any]:
     checked = {"certified_partitions": 0, "raw_batches": 0, "days": 0}
     for asset in CERTIFIED_ASSETS:
         spec = TABLES_BY_NAME[asset]
-        for partition, served in sorted(ledger.served_map(asset).items()):
+        for partition, served in sorted(ledger.partitions.served_map(asset).items()):
             cert = served.certification
             checked["certified_partitions"] += 1
             try:
@@ -200,7 +199,7 @@ def verify(platform: Platform) -> dict[str, Any]:
                 if controls != cert.controls:
                     problems["certified"].append(
                         f"{asset} {partition}: controls {controls} differ from certified {cert.controls}")
-    batches = ledger.batches()
+    batches = ledger.batches.list()
     for batch in batches:
         checked["raw_batches"] += 1
         stored = platform.raw_store.get(batch["partition"], batch["batch_id"])
@@ -242,7 +241,7 @@ def fact_rows_sha256(platform: Platform) -> str:
 def total_fact_controls(platform: Platform) -> ControlTuple:
     from ..domain.controls import total
 
-    days = sorted({b["partition"] for b in platform.ledger.batches()})
+    days = sorted({b["partition"] for b in platform.ledger.batches.list()})
     return total(controls_of(platform.warehouse, FACT_SALES, days).values())
 
 
@@ -261,7 +260,7 @@ def rollback_partition(platform: Platform, asset: str, partition: str, actor: st
     snapshot_id = platform.warehouse.overwrite(
         spec, rows, [partition], {"run_id": f"rollback:{actor}", "rolled_back_to": str(pinned), "reason": reason}
     )
-    platform.ledger.append_event(asset, partition, "ROLLED_BACK", platform.clock.now(), actor=actor,
+    platform.ledger.partitions.append(asset, partition, "ROLLED_BACK", platform.clock.now(), actor=actor,
                                  snapshot_id=snapshot_id, reason=reason, detail={"to_snapshot_id": pinned,
                                                                                    "rows": rows.num_rows})
     return {"asset": asset, "partition": partition, "rows": rows.num_rows, "to_snapshot_id": pinned,
@@ -272,12 +271,12 @@ def _pinned_snapshot(platform: Platform, asset: str, partition: str) -> int | No
     """The snapshot of ``asset`` the day's served certification was built on."""
     ledger = platform.ledger
     if asset in CERTIFIED_ASSETS:
-        mine = ledger.served(asset, partition)
+        mine = ledger.partitions.served(asset, partition)
         return mine.certification.snapshot_id if mine else None
-    served = ledger.served("mart_finance_daily_sales", partition) or ledger.served("metric_gross_revenue", partition)
+    served = ledger.partitions.served("mart_finance_daily_sales", partition) or ledger.partitions.served("metric_gross_revenue", partition)
     if served is None:
         return None
     built_id = served.certification.detail.get("built_event_id")
-    candidates = [e for e in ledger.events(asset=asset, partition=partition, states=(BUILT,)) if e.id <= built_id]
+    candidates = [e for e in ledger.partitions.events(asset=asset, partition=partition, states=(BUILT,)) if e.id <= built_id]
     return candidates[-1].snapshot_id if candidates else None
 

@@ -15,10 +15,11 @@ from typing import Mapping, Sequence
 import dagster as dg
 
 from ..defs.automation.jobs import backfill_sales_job, daily_sales_job
-from ..product.certification_gate import GateDecision, certified_partitions, certify_run
-from ..defs.checks.slo_checks import SLO_CHECK_KEYS
-from ..product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
+from ..defs.checks.slo_checks import SLO_CHECK_KEYS, slo_reporter
 from ..defs.partitions import range_tags
+from ..product.certification_gate import GateDecision, certified_partitions
+from ..product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
+from ..product.run_certification import certify_run
 from ..store.platform import Platform
 
 
@@ -139,7 +140,7 @@ def run_chain(
         result=result,
     )
     if certify:
-        outcome.decisions = certify_run(platform, result.run_id, result.success, actor="atlasmart", instance=instance)
+        outcome.decisions = certify_run(platform, result.run_id, result.success, actor="atlasmart", report_slos=slo_reporter(instance))
     return outcome
 
 
@@ -153,7 +154,7 @@ class LedgerProgress:
         self._thread.start()
 
     def _snapshot(self) -> tuple[str, int, int]:
-        built = self.platform.ledger.events(run_id=self.run_id, states=("BUILT",))
+        built = self.platform.ledger.partitions.events(run_id=self.run_id, states=("BUILT",))
         if not built:
             return "starting", 0, 0
         rows = sum(e.detail.get("rows", 0) for e in built if e.asset == "raw_order_lines")

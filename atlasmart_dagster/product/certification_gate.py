@@ -25,10 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-import dagster as dg
-
-from ..defs.checks.check_names import (
-    GOLDEN_MATCHES_GOVERNED_METRIC,
+from ..domain.check_names import (
     GRAIN_UNIQUE,
     MART_MATCHES_AGG_AND_METRIC,
     METRIC_MATCHES_AGG,
@@ -36,10 +33,9 @@ from ..defs.checks.check_names import (
     STAGED_ROWS_RECONCILE,
 )
 from ..domain.controls import ControlTuple
-from ..store.ledger import BUILT, CERTIFIED, PartitionEvent, covering_hold
+from ..store.ledger.holds import covering_hold
+from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
 from ..store.platform import Platform
-from .published_controls import controls_of, fingerprints_of, metric_revenue_of
-from .slo import record_first_delivery
 from ..store.tables import (
     AGG_DAILY_SALES,
     FACT_SALES,
@@ -48,9 +44,8 @@ from ..store.tables import (
     METRIC_GROSS_REVENUE,
     TABLES_BY_NAME,
 )
+from .published_controls import controls_of, fingerprints_of, metric_revenue_of
 
-CERTIFICATION_REFUSED = "CERTIFICATION_REFUSED"
-CERTIFIED_ASSETS = (METRIC_GROSS_REVENUE.name, MART_FINANCE_DAILY_SALES.name, MART_EXECUTIVE_REVENUE.name)
 # The check each certified asset must have passed in the building run.
 OWN_CHECK = {
     METRIC_GROSS_REVENUE.name: METRIC_MATCHES_AGG,
@@ -103,14 +98,14 @@ class GateEvidence:
         # history grows every day and the daily path must not read all of it.
         assets = {FACT_SALES.name, AGG_DAILY_SALES.name, METRIC_GROSS_REVENUE.name, *(b.asset for b in builds)}
         self.built: dict[tuple[str, str], list[PartitionEvent]] = {}
-        for event in ledger.events(states=(BUILT,), assets=sorted(assets), partitions=days):
+        for event in ledger.partitions.events(states=(BUILT,), assets=sorted(assets), partitions=days):
             self.built.setdefault((event.asset, event.partition), []).append(event)
         self.checks: dict[tuple[str, str], list[dict]] = {}
         self._by_run: dict[tuple[str, str], list[dict]] = {}
-        for result in ledger.check_results(partitions=days):
+        for result in ledger.checks.results(partitions=days):
             self.checks.setdefault((result["asset"], result["partition"]), []).append(result)
             self._by_run.setdefault((result["run_id"], result["partition"]), []).append(result)
-        self.holds = ledger.active_holds()
+        self.holds = ledger.holds.active()
         self._controls: dict[tuple[str, int | None], dict] = {}
         self._revenue: dict[tuple[str, int | None], dict] = {}
         self._fingerprints: dict[tuple[str, int | None], dict] = {}
@@ -228,60 +223,25 @@ def decide(evidence: GateEvidence, built: PartitionEvent, run_succeeded: bool) -
     return decision
 
 
-def certify_run(
-    platform: Platform,
-    run_id: str,
-    run_succeeded: bool,
-    actor: str = "certification-gate",
-    instance: dg.DagsterInstance | None = None,
-) -> list[GateDecision]:
-    """Certify (or refuse) everything ``run_id`` built for certified assets. Idempotent.
-
-    A partition whose certified products were all certified by this run is
-    delivered: its SLOs are evaluated (first delivery by a non-backfill run)
-    and, given the Dagster ``instance``, reported as asset check results.
-    Dashboards whose golden cross-check passed in the run are certified too.
-    """
-    ledger = platform.ledger
-    built = [e for e in ledger.events(run_id=run_id, states=(BUILT,)) if e.asset in CERTIFIED_ASSETS]
-    decided = {
-        e.detail.get("built_event_id")
-        for e in ledger.events(run_id=run_id, states=(CERTIFIED, CERTIFICATION_REFUSED))
-    }
-    # Only the newest build of each (asset, partition) in the run counts.
-    newest: dict[tuple[str, str], PartitionEvent] = {}
-    for event in built:
-        newest[(event.asset, event.partition)] = event
-    pending = [e for e in newest.values() if e.id not in decided]
-    decisions = certify_builds(platform, pending, run_succeeded, actor, instance)
-    if run_succeeded:
-        decisions += certify_dashboards(platform, run_id, actor)
-    return decisions
-
-
 def certify_builds(
     platform: Platform,
     builds: list[PartitionEvent],
     run_succeeded: bool,
     actor: str,
-    instance: dg.DagsterInstance | None = None,
 ) -> list[GateDecision]:
     """Run the gate on BUILT candidates and record each decision (also re-deciding refused ones)."""
     ledger = platform.ledger
-    decisions = []
     at = platform.clock.now()
     evidence = GateEvidence(platform, builds) if builds else None
-    for event in builds:
-        decisions.append(decide(evidence, event, run_succeeded))
-    with ledger.batch():
+    decisions = [decide(evidence, event, run_succeeded) for event in builds]
+    with ledger.transaction():
         for event, decision in zip(builds, decisions):
             _record_decision(ledger, event, decision, actor, at)
-    _deliver(platform, builds, decisions, at, instance)
     return decisions
 
 
 def _record_decision(ledger, event: PartitionEvent, decision: GateDecision, actor: str, at) -> None:
-    ledger.append_event(
+    ledger.partitions.append(
         event.asset,
         event.partition,
         CERTIFIED if decision.certified else CERTIFICATION_REFUSED,
@@ -297,57 +257,5 @@ def _record_decision(ledger, event: PartitionEvent, decision: GateDecision, acto
     )
 
 
-def _deliver(platform: Platform, builds, decisions, at, instance) -> None:
-    """Days whose every certified product was just certified are delivered: measure their SLOs."""
-    ledger = platform.ledger
-    delivered = {d.partition for d in decisions if d.certified} - {d.partition for d in decisions if not d.certified}
-    by_partition = {e.partition: e for e in builds}
-    for partition in sorted(delivered):
-        build = by_partition[partition]
-        results = record_first_delivery(ledger, partition, build.run_id, build.lane, at)
-        if results and instance is not None:
-            report_slo_checks(instance, results)
-
-
-def certify_dashboards(platform: Platform, run_id: str, actor: str) -> list[GateDecision]:
-    """Certify each dashboard day whose golden cross-check passed in ``run_id`` (and is not held)."""
-    from .dashboards import current, fingerprint, tile_values
-
-    ledger = platform.ledger
-    results = [r for r in ledger.check_results(run_id=run_id) if r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC]
-    decisions = []
-    at = platform.clock.now()
-    holds = ledger.active_holds()
-    for asset in sorted({r["asset"] for r in results}):
-        dashboard = current(ledger, asset)
-        values = tile_values(platform, dashboard)
-        for r in (r for r in results if r["asset"] == asset):
-            day = r["partition"]
-            figures = {key: by_day.get(day) for key, by_day in values.items()}
-            hold = covering_hold(holds, asset, day)
-            reasons = [] if r["passed"] else [f"golden cross-check failed: {r['observed']} vs {r['expected']}"]
-            if hold:
-                reasons.append(f"certification held by {hold['incident_id'] or hold['actor']}: {hold['reason']}")
-            decision = GateDecision(asset, day, not reasons, reasons)
-            decision.fingerprint = fingerprint({k: v for k, v in figures.items() if v is not None})
-            ledger.append_event(
-                asset, day, CERTIFIED if decision.certified else CERTIFICATION_REFUSED, at, actor=actor,
-                fingerprint=decision.fingerprint, run_id=run_id, reason="; ".join(reasons) or None,
-                detail={"dashboard_version": dashboard.version,
-                        "figures": {k: format(v, "f") for k, v in figures.items() if v is not None},
-                        "reasons": reasons},
-            )
-            decisions.append(decision)
-    return decisions
-
-
 def certified_partitions(decisions: Iterable[GateDecision]) -> list[str]:
     return sorted({d.partition for d in decisions if d.certified})
-
-
-def report_slo_checks(instance: dg.DagsterInstance, results) -> None:
-    """Show SLO results as evaluations of the marts' SLO checks in the Dagster UI."""
-    from ..defs.checks.slo_checks import slo_check_evaluations
-
-    for evaluation in slo_check_evaluations(results):
-        instance.report_runless_asset_event(evaluation)

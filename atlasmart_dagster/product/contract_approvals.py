@@ -12,11 +12,27 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from ..store.clock import format_ts
 from ..domain.contracts import CONTRACTS, SourceContract
 from ..errors import ContractViolation
+from ..store.clock import format_ts
 from ..store.landing import Manifest
 from ..store.ledger import Ledger
+from ..store.ledger.engine import LedgerTable
+
+CONTRACT_APPROVALS = LedgerTable(
+    "contract_approvals",
+    """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        batch_id TEXT NOT NULL,
+        partition TEXT NOT NULL,
+        contract_version TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        approved_by TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        incident_id TEXT,
+        at TEXT NOT NULL
+    """,
+)
 
 
 def approve(
@@ -37,8 +53,8 @@ def approve(
         raise ContractViolation(f"contract {version} is owned by {contract.owner!r}; {owner!r} cannot approve it")
     if not approved_by.strip() or not reason.strip():
         raise ContractViolation("an approval needs the approving person and a reason")
-    return ledger.insert(
-        "contract_approvals",
+    return ledger.engine.append(
+        CONTRACT_APPROVALS,
         {
             "batch_id": batch_id,
             "partition": partition,
@@ -53,7 +69,8 @@ def approve(
 
 
 def approvals(ledger: Ledger) -> list[dict]:
-    return ledger.rows("contract_approvals")
+    """Every approval, oldest first."""
+    return ledger.engine.select(CONTRACT_APPROVALS)
 
 
 def resolver(ledger: Ledger) -> Callable[[Manifest], SourceContract | None]:

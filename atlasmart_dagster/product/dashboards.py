@@ -24,12 +24,13 @@ from typing import Any, Iterator
 
 import duckdb
 
-from ..store.clock import format_ts
-from .consumer_views import register_certified
-from ..store.ledger import Ledger
 from ..domain.governed_metrics import GROSS_REVENUE, MetricDefinition
+from ..store.clock import format_ts
+from ..store.ledger import Ledger
+from ..store.ledger.engine import LedgerTable
 from ..store.platform import Platform
 from ..store.warehouse import duckdb_connection
+from .serving import register_certified
 
 
 @dataclass(frozen=True)
@@ -98,10 +99,23 @@ FINANCE_DASHBOARD = Dashboard(
 
 DEFAULT_DASHBOARDS = {d.asset: d for d in (EXECUTIVE_DASHBOARD, FINANCE_DASHBOARD)}
 
+DASHBOARD_DEPLOYMENTS = LedgerTable(
+    "dashboard_deployments",
+    """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        dashboard TEXT NOT NULL,
+        version TEXT NOT NULL,
+        definition_json TEXT NOT NULL,
+        deployed_by TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        at TEXT NOT NULL
+    """,
+)
+
 
 def deploy(ledger: Ledger, dashboard: Dashboard, deployed_by: str, reason: str, at: datetime) -> int:
-    return ledger.insert(
-        "dashboard_deployments",
+    return ledger.engine.append(
+        DASHBOARD_DEPLOYMENTS,
         {
             "dashboard": dashboard.asset,
             "version": dashboard.version,
@@ -115,7 +129,7 @@ def deploy(ledger: Ledger, dashboard: Dashboard, deployed_by: str, reason: str, 
 
 def current(ledger: Ledger, asset: str) -> Dashboard:
     """The deployed definition of a dashboard (the code default until something is deployed)."""
-    rows = ledger.rows("dashboard_deployments", "dashboard = ?", (asset,))
+    rows = ledger.engine.select(DASHBOARD_DEPLOYMENTS, "dashboard = ?", (asset,))
     return Dashboard.from_json(json.loads(rows[-1]["definition_json"])) if rows else DEFAULT_DASHBOARDS[asset]
 
 

@@ -15,7 +15,6 @@ from typing import Sequence
 import duckdb
 
 from ..domain.controls import AGG_CONTROLS_SQL, FACT_CONTROLS_SQL, ControlTuple, controls_by_date
-from .fingerprints import fingerprint_relation, fingerprints_by_partition
 from ..store.tables import (
     AGG_DAILY_SALES,
     FACT_SALES,
@@ -25,6 +24,7 @@ from ..store.tables import (
     TableSpec,
 )
 from ..store.warehouse import Warehouse, duckdb_connection
+from .fingerprints import fingerprint_relation, fingerprints_by_partition
 
 # Assets whose rows carry the six control columns (one row per day).
 AGG_SHAPED = (AGG_DAILY_SALES, MART_FINANCE_DAILY_SALES, MART_EXECUTIVE_REVENUE)

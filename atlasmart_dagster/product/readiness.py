@@ -22,13 +22,13 @@ from typing import Callable
 
 import duckdb
 
-from .contract_approvals import resolver
-from ..store.clock import format_ts
 from ..domain.contracts import CONTRACTS, Conformance, SourceContract, typed_projection_sql
 from ..errors import SourceNotReady
+from ..store.clock import format_ts
 from ..store.landing import Manifest, file_format, parse_manifest, present_fields
 from ..store.platform import Platform
 from ..store.raw_store import StoredBatch
+from .contract_approvals import resolver
 
 # (manifest, batch_id) -> contract to apply, or None when the version is unknown
 ContractResolver = Callable[[Manifest], SourceContract | None]
@@ -89,7 +89,7 @@ def _stored_batch_view(
             stored.partition,
             [f"raw store batch {stored.batch_id} has unknown schema_version {manifest.schema_version!r}"],
         )
-    known = platform.ledger.batches(stored.partition)
+    known = platform.ledger.batches.list(stored.partition)
     recorded = next((b for b in known if b["batch_id"] == stored.batch_id), None)
     if recorded is not None:
         fields = tuple(json.loads(recorded["fields_json"]))

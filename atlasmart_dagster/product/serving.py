@@ -20,16 +20,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
+import duckdb
 import pyarrow as pa
 
-from .certification_gate import CERTIFIED_ASSETS
 from ..store.clock import format_ts
-from .slo import SloResult, due_at, latest_results
-from ..store.ledger import BLOCKED_UPSTREAM, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN, ServedVersion
+from ..store.ledger.partition_states import BLOCKED_UPSTREAM, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN, ServedVersion
 from ..store.platform import Platform
-from ..store.tables import TABLES_BY_NAME
+from ..store.tables import CERTIFIED_ASSETS, TABLES_BY_NAME
 from ..store.warehouse import duckdb_connection
-
+from .slo import SloResult, due_at, latest_results
 
 
 @dataclass
@@ -87,7 +86,7 @@ class PartitionStatus:
 
 
 def _asset_state(platform: Platform, asset: str, partition: str, served: ServedVersion | None) -> AssetState:
-    events = platform.ledger.events(asset=asset, partition=partition, states=(CERTIFIED, WITHDRAWN, RESTATEMENT_PENDING))
+    events = platform.ledger.partitions.events(asset=asset, partition=partition, states=(CERTIFIED, WITHDRAWN, RESTATEMENT_PENDING))
     last_cert = max((e.id for e in events if e.state == CERTIFIED), default=0)
     withdrawn = any(e.state == WITHDRAWN and e.id > (served.certification.id if served else 0) for e in events)
     pending = any(e.state == RESTATEMENT_PENDING and e.id > last_cert for e in events)
@@ -102,7 +101,7 @@ def partition_status(platform: Platform, partition: str, now: datetime | None = 
 def partition_statuses(platform: Platform, partitions: Sequence[str], now: datetime | None = None) -> list[PartitionStatus]:
     """``partition_status`` of many partitions; each asset's served versions are read once, not once per day."""
     now = now or platform.clock.now()
-    served = {asset: platform.ledger.served_map(asset) for asset in CERTIFIED_ASSETS}
+    served = {asset: platform.ledger.partitions.served_map(asset) for asset in CERTIFIED_ASSETS}
     statuses = []
     for partition in partitions:
         status = _state(platform, partition, now, {a: versions.get(partition) for a, versions in served.items()})
@@ -128,7 +127,7 @@ def _state(platform: Platform, partition: str, now: datetime, served_now: dict[s
             )
         restated = " (restated)" if version > 1 else ""
         return PartitionStatus(partition, "CERTIFIED", f"version {version}{restated}, certified {at}", assets)
-    blocked = platform.ledger.events(asset="raw_order_lines", partition=partition, states=(BLOCKED_UPSTREAM,))
+    blocked = platform.ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BLOCKED_UPSTREAM,))
     due = due_at(partition)
     if blocked:
         problems = "; ".join(blocked[-1].detail.get("problems", []))
@@ -142,15 +141,15 @@ def _state(platform: Platform, partition: str, now: datetime, served_now: dict[s
 def known_partitions(platform: Platform) -> list[str]:
     """Partitions the platform has heard of: landed, loaded, blocked or certified."""
     seen = set(platform.landing.partitions())
-    seen.update(b["partition"] for b in platform.ledger.batches())
-    seen.update(e.partition for e in platform.ledger.events(states=(CERTIFIED, BLOCKED_UPSTREAM, WITHDRAWN)))
+    seen.update(b["partition"] for b in platform.ledger.batches.list())
+    seen.update(e.partition for e in platform.ledger.partitions.events(states=(CERTIFIED, BLOCKED_UPSTREAM, WITHDRAWN)))
     return sorted(seen)
 
 
 def read_certified(platform: Platform, asset: str, partitions: Sequence[str] | None = None) -> pa.Table:
     """Rows of ``asset`` as consumers see them: each partition at its served certified snapshot."""
     spec = TABLES_BY_NAME[asset]
-    served = platform.ledger.served_map(asset)
+    served = platform.ledger.partitions.served_map(asset)
     chosen = {p: v for p, v in served.items() if partitions is None or p in partitions}
     by_snapshot: dict[int, list[str]] = {}
     for partition, version in chosen.items():
@@ -166,3 +165,13 @@ def read_certified(platform: Platform, asset: str, partitions: Sequence[str] | N
         return spec.arrow_schema().empty_table()
     combined = pa.concat_tables(parts)
     return combined.sort_by([(c, "ascending") for c in spec.grain])
+
+
+def register_certified(con: duckdb.DuckDBPyConnection, platform: Platform) -> None:
+    """Register each certified asset's served version on ``con`` as a relation of the same name.
+
+    Dashboards, golden checks and the query gateway read through here, so no
+    consumer ever sees an uncertified or withdrawn version.
+    """
+    for name in CERTIFIED_ASSETS:
+        con.register(name, read_certified(platform, name))

@@ -27,7 +27,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..store.clock import format_ts, minutes_between, parse_ts
-from ..store.ledger import BUILT, Ledger
+from ..store.ledger import Ledger
+from ..store.ledger.partition_states import BUILT
 
 SCHEDULE_HOUR = 8
 AVAILABILITY_MINUTES = 30
@@ -137,13 +138,13 @@ class Timeline:
 
 
 def timeline_for(ledger: Ledger, partition: str, run_id: str, certified_at: datetime) -> Timeline:
-    phases = ledger.phases(run_id=run_id, partition=partition)
+    phases = ledger.runs.phases(run_id=run_id, partition=partition)
     started = [parse_ts(p["at"]) for p in phases if p["phase"] == "run_started"]
     finished = [parse_ts(p["at"]) for p in phases if p["phase"] == "run_finished"]
-    raw_built = ledger.events(asset="raw_order_lines", partition=partition, states=(BUILT,), run_id=run_id)
+    raw_built = ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BUILT,), run_id=run_id)
     batch_ids = set(raw_built[-1].detail.get("batch_ids", [])) if raw_built else set()
-    batches = [b for b in ledger.batches(partition) if not batch_ids or b["batch_id"] in batch_ids]
-    staged = ledger.events(asset="stg_order_lines", partition=partition, states=(BUILT,))
+    batches = [b for b in ledger.batches.list(partition) if not batch_ids or b["batch_id"] in batch_ids]
+    staged = ledger.partitions.events(asset="stg_order_lines", partition=partition, states=(BUILT,))
     staged_detail = staged[-1].detail if staged else {}
     return Timeline(
         partition=partition,
@@ -181,8 +182,8 @@ def evaluate(t: Timeline) -> list[SloResult]:
 
 def attempted_on_time(ledger: Ledger, partition: str) -> bool:
     """Did a current-lane run try to deliver this day (even if it was blocked or failed)?"""
-    return any(p["lane"] == "current" for p in ledger.phases(partition=partition)) or any(
-        e.lane == "current" for e in ledger.events(asset="raw_order_lines", partition=partition)
+    return any(p["lane"] == "current" for p in ledger.runs.phases(partition=partition)) or any(
+        e.lane == "current" for e in ledger.partitions.events(asset="raw_order_lines", partition=partition)
     )
 
 
@@ -194,21 +195,21 @@ def record_first_delivery(ledger: Ledger, partition: str, run_id: str, lane: str
     that failed on time and was repaired in the backfill lane still owes its
     consumers the figures). Days only ever loaded as history are not.
     """
-    if ledger.slo_records(partition):
+    if ledger.slos.records(partition):
         return []
     if lane == "backfill" and not attempted_on_time(ledger, partition):
         return []
     timeline = timeline_for(ledger, partition, run_id, certified_at)
     results = evaluate(timeline)
     for result in results:
-        ledger.record_slo(result, run_id, timeline.to_json(), certified_at)
+        ledger.slos.record(result, run_id, timeline.to_json(), certified_at)
     return results
 
 
 def latest_results(ledger: Ledger, partition: str) -> list[SloResult]:
     """The recorded SLO results of a partition (empty when it has none)."""
     latest: dict[str, dict] = {}
-    for row in ledger.slo_records(partition):
+    for row in ledger.slos.records(partition):
         latest[row["objective"]] = row
     return [
         SloResult(partition, r["objective"], r["value"], r["target"], r["met"], r["missed_by"], r["detail"] or "")

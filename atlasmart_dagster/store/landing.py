@@ -17,8 +17,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from .clock import parse_ts
 from ..domain.contracts import SourceContract, typed_projection_sql
+from .clock import parse_ts
 from .raw_store import MANIFEST_NAME, is_safe_batch_id
 
 SOURCE_SYSTEM = "atlasmart_erp"

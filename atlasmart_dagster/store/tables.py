@@ -15,6 +15,7 @@ from typing import Sequence
 import pyarrow as pa
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import (
     BooleanType,
     DateType,
@@ -26,7 +27,6 @@ from pyiceberg.types import (
     StringType,
     TimestamptzType,
 )
-from pyiceberg.transforms import IdentityTransform
 
 from ..domain.contracts import CANONICAL_FIELDS, CHANNELS
 
@@ -285,3 +285,5 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     DIM_PRODUCT,
 )
 TABLES_BY_NAME = {t.name: t for t in ALL_TABLES}
+# The tables consumers read, and only at a certified snapshot of each partition.
+CERTIFIED_ASSETS = (METRIC_GROSS_REVENUE.name, MART_FINANCE_DAILY_SALES.name, MART_EXECUTIVE_REVENUE.name)

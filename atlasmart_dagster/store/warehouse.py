@@ -26,8 +26,8 @@ import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from datetime import date
 from contextlib import contextmanager
+from datetime import date
 from functools import cached_property
 from pathlib import Path
 from typing import Iterator, Sequence

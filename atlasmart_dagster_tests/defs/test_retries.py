@@ -6,10 +6,10 @@ import duckdb
 import pytest
 from pyiceberg.exceptions import CommitFailedException
 
-from atlasmart_dagster.errors import ContractViolation, SourceNotReady, TransientError, is_transient
-from atlasmart_dagster.store.ledger import BUILT
 from atlasmart_dagster.defs.retries import INJECT_TRANSIENT_TAG
+from atlasmart_dagster.errors import ContractViolation, SourceNotReady, TransientError, is_transient
 from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.store.ledger.partition_states import BUILT
 
 
 @pytest.mark.parametrize(
@@ -39,18 +39,18 @@ def test_injected_transient_failure_is_retried_and_published_once(env):
     fact_events = [e.event_type_value for e in outcome.result.all_events if e.step_key == "fact_sales"]
     assert "STEP_UP_FOR_RETRY" in fact_events and "STEP_RESTARTED" in fact_events and fact_events[-1] == "STEP_SUCCESS"
     assert fact_events.index("STEP_UP_FOR_RETRY") < fact_events.index("STEP_RESTARTED") < fact_events.index("ASSET_MATERIALIZATION")
-    built = env.ledger.events(asset="fact_sales", run_id=outcome.run_id, states=(BUILT,))
+    built = env.ledger.partitions.events(asset="fact_sales", run_id=outcome.run_id, states=(BUILT,))
     assert len(built) == 1  # the failed attempt published nothing
 
 
 def test_permanent_failure_is_not_retried_and_keeps_the_certified_version(env):
     day = "2026-09-20"
     first = run_chain(env.defs, env.instance, env.platform, [day], lane="backfill")
-    served = env.ledger.served("mart_finance_daily_sales", day)
+    served = env.ledger.partitions.served("mart_finance_daily_sales", day)
     patch = env.day_dir(day) / "_manifest.json"
     patch.write_text(patch.read_text().replace('"expected_rows": 3', '"expected_rows": 7'))
     # the raw store already holds this batch id; the landing copy now lies about it
     second = run_chain(env.defs, env.instance, env.platform, [day], lane="backfill")
     assert first.success and not second.success
     assert [e.event_type_value for e in second.result.all_events].count("STEP_UP_FOR_RETRY") == 0
-    assert env.ledger.served("mart_finance_daily_sales", day) == served
+    assert env.ledger.partitions.served("mart_finance_daily_sales", day) == served

@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 
 from atlasmart_dagster.ops import recovery
-from atlasmart_dagster.store.ledger import BUILT
-from atlasmart_dagster.store.platform import Platform
-from atlasmart_dagster.product.published_controls import fingerprints_of
 from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.product.published_controls import fingerprints_of
 from atlasmart_dagster.product.serving import partition_status
+from atlasmart_dagster.store.ledger.partition_states import BUILT
+from atlasmart_dagster.store.platform import Platform
 from atlasmart_dagster.store.tables import FACT_SALES
-
 from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
@@ -28,7 +27,7 @@ DAY = "2026-09-20"
 def test_killed_mid_commit(env, tmp_path):
     assert run_chain(env.defs, env.instance, env.platform, SAMPLE_DAYS, lane="backfill").success
     certified_fact = fingerprints_of(env.warehouse, FACT_SALES, [DAY])[DAY]
-    served = {a: env.ledger.served(a, DAY).certification.id for a in ("metric_gross_revenue", "mart_finance_daily_sales")}
+    served = {a: env.ledger.partitions.served(a, DAY).certification.id for a in ("metric_gross_revenue", "mart_finance_daily_sales")}
     # a re-delivery makes the next load of the day change its content
     rows = read_rows(env.day_dir(DAY))
     write_batch(env.day_dir(DAY), [{**rows[2], "source_seq": 209, "line_amount_usd": "90.00"}], batch_id="ERP-20260920-02")
@@ -62,10 +61,10 @@ def test_killed_mid_commit(env, tmp_path):
     con = sqlite3.connect(env.home / "ledger.db")
     assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     con.close()
-    killed = {e.run_id for e in platform.ledger.events(asset="stg_order_lines", states=(BUILT,))} - \
-             {e.run_id for e in platform.ledger.events(asset="fact_sales", states=(BUILT,))}
+    killed = {e.run_id for e in platform.ledger.partitions.events(asset="stg_order_lines", states=(BUILT,))} - \
+             {e.run_id for e in platform.ledger.partitions.events(asset="fact_sales", states=(BUILT,))}
     assert len(killed) == 1  # staging committed and was recorded; the fact commit never happened
-    assert {a: platform.ledger.served(a, DAY).certification.id for a in served} == served
+    assert {a: platform.ledger.partitions.served(a, DAY).certification.id for a in served} == served
     result = recovery.verify(platform)
     assert result["certified_ok"]  # consumers are still served intact certified versions
     assert any(DAY in p for p in result["by_kind"]["layers"])  # and the interrupted day is flagged for a re-run
@@ -84,4 +83,4 @@ def test_killed_mid_commit(env, tmp_path):
     resource = AtlasmartResource(home=str(env.home), landing=str(env.landing))
     rerun = run_chain(build_definitions(resource), env.instance, resource.platform, [DAY], lane="backfill")
     assert rerun.certified == [DAY] and recovery.verify(resource.platform)["ok"]
-    assert str(resource.platform.ledger.served("mart_finance_daily_sales", DAY).certification.controls) == "(3, 2, 4, 225, 130, 95)"
+    assert str(resource.platform.ledger.partitions.served("mart_finance_daily_sales", DAY).certification.controls) == "(3, 2, 4, 225, 130, 95)"

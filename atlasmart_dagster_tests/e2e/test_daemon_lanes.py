@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from atlasmart_dagster.store.dagster_instance import packaged_instance_config
-
 from atlasmart_dagster_tests.conftest import Env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +72,7 @@ def test_daemon_runs_backfills_one_at_a_time_beside_the_current_lane(env, tmp_pa
         finished = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
         while time.monotonic() < deadline:
             all_runs = instance.get_runs()
-            certified = {e.partition for e in env.ledger.events(states=("CERTIFIED",)) if e.asset.startswith("dashboard_")}
+            certified = {e.partition for e in env.ledger.partitions.events(states=("CERTIFIED",)) if e.asset.startswith("dashboard_")}
             if len(all_runs) >= 6 and all(r.status in finished for r in all_runs) and len(certified) == 5:
                 break
             time.sleep(3)
@@ -98,5 +97,5 @@ def test_daemon_runs_backfills_one_at_a_time_beside_the_current_lane(env, tmp_pa
                   for r in backfill_runs) == [("2026-09-17", "2026-09-18"), ("2026-09-19", "2026-09-20")]
     spans = sorted((records[r.run_id].start_time, records[r.run_id].end_time) for r in backfill_runs)
     assert spans[0][1] <= spans[1][0], f"backfill runs overlapped: {spans}"  # dagster/backfill limit 1
-    certified = {e.partition for e in env.ledger.events(states=("CERTIFIED",))}
+    certified = {e.partition for e in env.ledger.partitions.events(states=("CERTIFIED",))}
     assert certified == {"2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"}

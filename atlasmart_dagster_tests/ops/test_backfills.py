@@ -4,14 +4,13 @@ import json
 
 import pytest
 
-from atlasmart_dagster.ops.backfills import BackfillRequest, run_backfill
-from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.errors import LaneViolation
-from atlasmart_dagster.store.ledger import CERTIFIED
-from atlasmart_dagster.product.published_controls import fingerprints_of
+from atlasmart_dagster.ops.backfills import BackfillRequest, run_backfill
 from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.product.published_controls import fingerprints_of
+from atlasmart_dagster.store.clock import LogicalClock
+from atlasmart_dagster.store.ledger.partition_states import CERTIFIED
 from atlasmart_dagster.store.tables import FACT_SALES, MART_FINANCE_DAILY_SALES
-
 from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
 
 
@@ -39,20 +38,20 @@ def test_backfill_of_history_leaves_the_current_day_alone_and_twice_changes_noth
     first = json.loads(capsys.readouterr().out)
     assert first["lane"] == "backfill" and first["certified"] == SAMPLE_DAYS[:4] and first["request_id"] == "BF-0001"
     history_after_first = fingerprints(env, SAMPLE_DAYS[:4])
-    versions_first = {d: env.ledger.served("mart_finance_daily_sales", d).version for d in SAMPLE_DAYS[:4]}
+    versions_first = {d: env.ledger.partitions.served("mart_finance_daily_sales", d).version for d in SAMPLE_DAYS[:4]}
 
     assert main(args) == 0
     capsys.readouterr()
     assert fingerprints(env, SAMPLE_DAYS[:4]) == history_after_first
-    assert {d: env.ledger.served("mart_finance_daily_sales", d).version for d in SAMPLE_DAYS[:4]} == versions_first
+    assert {d: env.ledger.partitions.served("mart_finance_daily_sales", d).version for d in SAMPLE_DAYS[:4]} == versions_first
     assert fingerprints(env, ["2026-09-21"]) == current_before
 
-    recorded = [b for b in env.ledger.backfills() if b["event"] == "FINISHED"]
+    recorded = [b for b in env.ledger.backfills.list() if b["event"] == "FINISHED"]
     assert [(b["request_id"], b["operator"], b["reason"], b["incident_id"], bool(b["success"])) for b in recorded] == [
         ("BF-0001", "alice", "initial history load", "INC-0007", True),
         ("BF-0002", "alice", "initial history load", "INC-0007", True),
     ]
-    runs = {e.run_id for e in env.ledger.events(asset="mart_finance_daily_sales", states=(CERTIFIED,)) if e.lane == "backfill"}
+    runs = {e.run_id for e in env.ledger.partitions.events(asset="mart_finance_daily_sales", states=(CERTIFIED,)) if e.lane == "backfill"}
     assert len(runs) == 2  # each backfill was a single run for the whole range
 
 

@@ -6,11 +6,10 @@ import pytest
 from pyiceberg.expressions import In
 
 from atlasmart_dagster.ops import recovery
-from atlasmart_dagster.store.platform import Platform
 from atlasmart_dagster.ops.runs import run_chain, run_reference
 from atlasmart_dagster.product.serving import partition_status
+from atlasmart_dagster.store.platform import Platform
 from atlasmart_dagster.store.tables import FACT_SALES
-
 from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
 
 

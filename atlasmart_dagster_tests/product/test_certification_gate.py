@@ -2,13 +2,12 @@
 
 import dagster as dg
 
-from atlasmart_dagster.product.certification_gate import CERTIFICATION_REFUSED, certify_run
-from atlasmart_dagster.store.clock import SystemClock
 from atlasmart_dagster.definitions import ASSET_CHECKS, ASSETS
-from atlasmart_dagster.store.ledger import CERTIFIED, WITHDRAWN
 from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.product.run_certification import certify_run
 from atlasmart_dagster.product.serving import partition_status, read_certified
-
+from atlasmart_dagster.store.clock import SystemClock
+from atlasmart_dagster.store.ledger.partition_states import CERTIFICATION_REFUSED, CERTIFIED, WITHDRAWN
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 DAY = "2026-09-20"
@@ -36,21 +35,21 @@ def test_withdrawal_falls_back_to_the_previous_certified_version(env):
     run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill")
     reload_with_new_amount(env, "70.00")
     run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill")
-    newest = env.ledger.served("mart_finance_daily_sales", DAY).certification
-    env.ledger.append_event("mart_finance_daily_sales", DAY, WITHDRAWN, SystemClock().now(), "oncall",
+    newest = env.ledger.partitions.served("mart_finance_daily_sales", DAY).certification
+    env.ledger.partitions.append("mart_finance_daily_sales", DAY, WITHDRAWN, SystemClock().now(), "oncall",
                             detail={"certification_ids": [newest.id]})
     assert read_certified(env.platform, "mart_finance_daily_sales").column("revenue_usd").to_pylist() == [185]
     assert partition_status(env.platform, DAY).state == "WITHDRAWN"
 
 
 def test_a_hold_refuses_certification_with_its_reason(env):
-    env.ledger.hold(["mart_finance_daily_sales"], DAY, DAY, "oncall", "semantic bug under investigation",
+    env.ledger.holds.hold(["mart_finance_daily_sales"], DAY, DAY, "oncall", "semantic bug under investigation",
                     SystemClock().now(), incident_id="INC-0001")
     outcome = run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill")
     refused = {d.asset: d for d in outcome.decisions if not d.certified}
     assert set(refused) == {"mart_finance_daily_sales"}
     assert "held by INC-0001" in refused["mart_finance_daily_sales"].reasons[0]
-    (event,) = env.ledger.events(asset="mart_finance_daily_sales", states=(CERTIFICATION_REFUSED,))
+    (event,) = env.ledger.partitions.events(asset="mart_finance_daily_sales", states=(CERTIFICATION_REFUSED,))
     assert "semantic bug" in event.reason
     assert read_certified(env.platform, "mart_finance_daily_sales").num_rows == 0  # absent, not zeros
 
@@ -59,7 +58,7 @@ def test_certification_is_idempotent_per_run(env):
     outcome = run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill")
     assert len(outcome.decisions) == 3
     assert certify_run(env.platform, outcome.run_id, True) == []
-    assert len(env.ledger.events(states=(CERTIFIED,))) == 3
+    assert len(env.ledger.partitions.events(states=(CERTIFIED,))) == 3
 
 
 def test_marts_built_without_their_checks_are_not_certified(env):
@@ -76,11 +75,11 @@ def test_marts_built_without_their_checks_are_not_certified(env):
 
 def test_the_gate_reads_each_snapshot_only_for_the_days_built_into_it(tmp_path):
     """A range run commits one snapshot per chunk of days; certifying must not re-read every day at every one."""
-    from atlasmart_dagster.product.certification_gate import CERTIFIED_ASSETS, GateEvidence, decide
     from atlasmart_dagster.definitions import build_definitions
-    from atlasmart_dagster.store.ledger import BUILT
     from atlasmart_dagster.defs.resources import AtlasmartResource
-
+    from atlasmart_dagster.product.certification_gate import GateEvidence, decide
+    from atlasmart_dagster.store.ledger.partition_states import BUILT
+    from atlasmart_dagster.store.tables import CERTIFIED_ASSETS
     from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
 
     env = Env(tmp_path)
@@ -90,8 +89,8 @@ def test_the_gate_reads_each_snapshot_only_for_the_days_built_into_it(tmp_path):
                         lane="backfill", certify=False)
     assert outcome.success, outcome.failures
     ledger = resource.platform.ledger
-    builds = [e for e in ledger.events(run_id=outcome.run_id, states=(BUILT,)) if e.asset in CERTIFIED_ASSETS]
-    fact_snapshots = {e.snapshot_id for e in ledger.events(run_id=outcome.run_id, states=(BUILT,)) if e.asset == "fact_sales"}
+    builds = [e for e in ledger.partitions.events(run_id=outcome.run_id, states=(BUILT,)) if e.asset in CERTIFIED_ASSETS]
+    fact_snapshots = {e.snapshot_id for e in ledger.partitions.events(run_id=outcome.run_id, states=(BUILT,)) if e.asset == "fact_sales"}
     assert len(fact_snapshots) > 1
 
     evidence = GateEvidence(resource.platform, builds)
@@ -101,5 +100,5 @@ def test_the_gate_reads_each_snapshot_only_for_the_days_built_into_it(tmp_path):
     for cache in (evidence._controls, evidence._fingerprints, evidence._revenue):
         assert cache  # the gate read through it
         for (asset, snapshot_id), read in cache.items():
-            built_there = {e.partition for e in ledger.events(states=(BUILT,)) if e.asset == asset and e.snapshot_id == snapshot_id}
+            built_there = {e.partition for e in ledger.partitions.events(states=(BUILT,)) if e.asset == asset and e.snapshot_id == snapshot_id}
             assert set(read) == built_there, (asset, snapshot_id)

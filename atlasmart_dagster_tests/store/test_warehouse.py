@@ -6,8 +6,8 @@ from decimal import Decimal
 import pyarrow as pa
 
 from atlasmart_dagster.store.home import AtlasmartHome
-from atlasmart_dagster.store.warehouse import Warehouse
 from atlasmart_dagster.store.tables import AGG_DAILY_SALES
+from atlasmart_dagster.store.warehouse import Warehouse
 
 
 def _agg(day: str, revenue: str) -> pa.Table:

@@ -6,8 +6,8 @@ import pytest
 
 from atlasmart_dagster.domain.contracts import CANONICAL_NAMES, CONTRACT_V1
 from atlasmart_dagster.store.landing import present_fields, read_batch
-from atlasmart_dagster.transforms.staging import gate_tables
 from atlasmart_dagster.store.warehouse import duckdb_connection
+from atlasmart_dagster.transforms.staging import gate_tables
 
 DAY = "2026-09-20"
 

@@ -4,13 +4,13 @@
 import dagster as dg
 
 from ...domain.controls import AGG_CONTROLS_SQL, ControlTuple, controls_by_date
+from ...store.tables import AGG_DAILY_SALES, FACT_SALES
+from ...store.warehouse import duckdb_connection, plan_chunks
+from ...transforms.aggregates import agg_daily_sales_sql
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
-from ...store.tables import AGG_DAILY_SALES, FACT_SALES
-from ...transforms.aggregates import agg_daily_sales_sql
-from ...store.warehouse import duckdb_connection, plan_chunks
 from .step import Step
 
 
@@ -44,7 +44,7 @@ def agg_daily_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
         )
         published = step.warehouse.register(con, AGG_DAILY_SALES, chunk, snapshot_id, name="published_agg")
         observed = controls_by_date(con, AGG_CONTROLS_SQL, published)
-        with step.ledger.batch():
+        with step.ledger.transaction():
             for partition in chunk:
                 got = observed.get(partition, ControlTuple())
                 step.record_built(partition, snapshot_id, controls=got)

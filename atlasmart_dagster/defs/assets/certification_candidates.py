@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ...store.clock import RUN_FINISHED
 from ...domain.controls import AGG_CONTROLS_SQL, controls_by_date
 from ...product.fingerprints import fingerprints_by_partition
+from ...store.clock import RUN_FINISHED
 from ...store.tables import METRIC_GROSS_REVENUE, TableSpec
 from .step import Step
 
@@ -35,10 +35,10 @@ def record_certification_candidates(
     # Certified assets are the last steps of a load: their end is the run's end
     # for the duration SLO (the latest stamp of a run wins).
     finished = step.now(RUN_FINISHED)
-    with step.ledger.batch():
+    with step.ledger.transaction():
         _record(step, spec, partitions, snapshot_id, fingerprints, controls, revenue, per_partition)
         for partition in partitions:
-            step.ledger.record_phase(step.run_id, partition, RUN_FINISHED, finished, step.lane)
+            step.ledger.runs.record_phase(step.run_id, partition, RUN_FINISHED, finished, step.lane)
     step.add_partition_metadata(per_partition)
     return per_partition
 

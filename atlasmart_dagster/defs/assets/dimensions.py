@@ -5,10 +5,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified
 from ...store.tables import DIM_CUSTOMER, DIM_PRODUCT, TableSpec
 from ...store.warehouse import duckdb_connection
+from ..resources import AtlasmartResource
+from ..retries import STORAGE_RETRY_POLICY, classified
 
 
 def reference_dir(landing_root: Path) -> Path:

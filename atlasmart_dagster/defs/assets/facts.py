@@ -3,18 +3,17 @@
 
 import dagster as dg
 
-from ..checks.check_names import FACT_MATCHES_STAGING, GRAIN_UNIQUE, NO_NEGATIVE_MONEY
+from ...domain.check_names import FACT_MATCHES_STAGING, GRAIN_UNIQUE, NO_NEGATIVE_MONEY
 from ...domain.contracts import PAID_STATUS
 from ...domain.controls import FACT_CONTROL_COLUMNS, FACT_CONTROLS_SQL, ControlTuple, controls_by_date
+from ...store.tables import FACT_SALES, STG_ORDER_LINES
+from ...store.warehouse import duckdb_connection, plan_chunks
+from ...transforms.facts import fact_sales_sql
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
-from ...store.tables import FACT_SALES, STG_ORDER_LINES
-from ...transforms.facts import fact_sales_sql
-from ...store.warehouse import duckdb_connection, plan_chunks
 from .step import CheckOutcome, Step
-
 
 
 @dg.asset(
@@ -73,7 +72,7 @@ def fact_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) 
             f"line_amount_usd - line_cost_usd AS gross_profit_usd FROM stg_order_lines "
             f"WHERE is_current AND status = '{PAID_STATUS}')",
         )
-        with step.ledger.batch():
+        with step.ledger.transaction():
             for partition in chunk:
                 got, want = observed.get(partition, ControlTuple()), expected.get(partition, ControlTuple())
                 grain.add(partition, dups.get(partition, 0) == 0, {"duplicate_keys": dups.get(partition, 0)}, {"duplicate_keys": 0})

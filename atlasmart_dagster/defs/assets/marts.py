@@ -5,13 +5,19 @@ from datetime import timedelta
 
 import dagster as dg
 
+from ...store.tables import (
+    AGG_DAILY_SALES,
+    MART_EXECUTIVE_REVENUE,
+    MART_FINANCE_DAILY_SALES,
+    METRIC_GROSS_REVENUE,
+    TableSpec,
+)
+from ...store.warehouse import duckdb_connection, plan_chunks
+from ...transforms.marts import executive_mart_sql, finance_mart_sql
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
-from ...store.tables import AGG_DAILY_SALES, MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES, METRIC_GROSS_REVENUE, TableSpec
-from ...transforms.marts import executive_mart_sql, finance_mart_sql
-from ...store.warehouse import duckdb_connection, plan_chunks
 from .certification_candidates import record_certification_candidates
 from .step import Step
 

@@ -3,22 +3,21 @@
 
 import dagster as dg
 
-from ..checks.check_names import MANIFEST_ROWS_MATCH, SOURCE_CONTRACT_CONFORMS
-from ...product.contract_approvals import resolver
-from ...store.clock import RUN_STARTED
+from ...domain.check_names import MANIFEST_ROWS_MATCH, SOURCE_CONTRACT_CONFORMS
 from ...errors import SourceNotReady
+from ...product.contract_approvals import resolver
 from ...product.lanes import guard_backfill_scope
-from ..lineage import lineage_metadata
-from ...store.landing import batch_sql, field_types, file_format
-from ...store.ledger import BLOCKED_UPSTREAM
-from ..partitions import daily_partitions
 from ...product.readiness import PartitionSource, prepare_partition
-from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified
+from ...store.clock import RUN_STARTED
+from ...store.landing import batch_sql, field_types, file_format
+from ...store.ledger.partition_states import BLOCKED_UPSTREAM
 from ...store.tables import RAW_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
+from ..lineage import lineage_metadata
+from ..partitions import daily_partitions
+from ..resources import AtlasmartResource
+from ..retries import STORAGE_RETRY_POLICY, classified
 from .step import CheckOutcome, Step
-
 
 
 def partition_rows_sql(source: PartitionSource, con) -> str:
@@ -52,7 +51,7 @@ def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
         except SourceNotReady as exc:
             blocked[partition] = exc.problems
     for partition, problems in blocked.items():
-        step.ledger.append_event(
+        step.ledger.partitions.append(
             RAW_ORDER_LINES.name,
             partition,
             BLOCKED_UPSTREAM,
@@ -118,16 +117,16 @@ def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     step = Step(context, atlasmart, "raw_order_lines")
     guard_backfill_scope(step.tags, step.partitions, step.now())
     started = step.now(RUN_STARTED)
-    with step.ledger.batch():
+    with step.ledger.transaction():
         for partition in step.partitions:
-            step.ledger.record_phase(step.run_id, partition, RUN_STARTED, started, step.lane)
+            step.ledger.runs.record_phase(step.run_id, partition, RUN_STARTED, started, step.lane)
 
     con = duckdb_connection()
     sources = prepare_sources(step, con)
-    with step.ledger.batch():
+    with step.ledger.transaction():
         for source in sources.values():
             for batch in source.batches:
-                step.ledger.record_batch(
+                step.ledger.batches.record(
                     batch.manifest.to_json(), batch.contract.version, batch.fields, started, step.run_id
                 )
 
@@ -143,7 +142,7 @@ def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
         rows = " UNION ALL ".join(f"({partition_rows_sql(sources[p], con)})" for p in chunk)
         snapshot_id = step.warehouse.overwrite_sql(RAW_ORDER_LINES, con, rows, chunk, step.snapshot_properties())
         published = step.warehouse.partition_row_counts(RAW_ORDER_LINES, chunk, snapshot_id)
-        with step.ledger.batch():
+        with step.ledger.transaction():
             record_chunk(step, chunk, sources, published, snapshot_id, rows_check, contract_check, per_partition)
     con.close()
     step.add_partition_metadata(per_partition)

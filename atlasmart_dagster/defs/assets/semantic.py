@@ -3,14 +3,14 @@
 
 import dagster as dg
 
-from ..lineage import lineage_metadata
 from ...domain.governed_metrics import GROSS_REVENUE
+from ...store.tables import FACT_SALES, METRIC_GROSS_REVENUE
+from ...store.warehouse import duckdb_connection, plan_chunks
+from ...transforms.semantic import metric_sql
+from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
-from ...store.tables import FACT_SALES, METRIC_GROSS_REVENUE
-from ...transforms.semantic import metric_sql
-from ...store.warehouse import duckdb_connection, plan_chunks
 from .certification_candidates import record_certification_candidates
 from .step import Step
 

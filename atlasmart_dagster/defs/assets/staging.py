@@ -3,16 +3,15 @@
 
 import dagster as dg
 
-from ..checks.check_names import STAGED_ROWS_RECONCILE
+from ...domain.check_names import STAGED_ROWS_RECONCILE
+from ...store.tables import QUARANTINE_ORDER_LINES, RAW_ORDER_LINES, STG_ORDER_LINES
+from ...store.warehouse import duckdb_connection, plan_chunks
+from ...transforms.staging import REASONS, run_gate
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
-from ...store.tables import QUARANTINE_ORDER_LINES, RAW_ORDER_LINES, STG_ORDER_LINES
-from ...transforms.staging import REASONS, run_gate
-from ...store.warehouse import duckdb_connection, plan_chunks
 from .step import CheckOutcome, Step
-
 
 
 def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | None]:
@@ -20,7 +19,7 @@ def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | Non
     present = con.sql(
         "SELECT partition_date::VARCHAR, list(DISTINCT batch_id ORDER BY batch_id) FROM gated GROUP BY 1"
     ).fetchall()
-    known = {b["batch_id"]: b["expected_rows"] for p in partitions for b in step.ledger.batches(p)}
+    known = {b["batch_id"]: b["expected_rows"] for p in partitions for b in step.ledger.batches.list(p)}
     out: dict[str, int | None] = {p: 0 for p in partitions}
     for partition, batch_ids in present:
         counts = [known.get(b) for b in batch_ids]
@@ -96,7 +95,7 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
             "SELECT partition_date::VARCHAR, reason, count(*) FROM gated WHERE reason IS NOT NULL GROUP BY ALL ORDER BY ALL"
         ).fetchall():
             reasons[day][reason] = n
-        with step.ledger.batch():
+        with step.ledger.transaction():
             for partition in chunk:
                 raw_rows = counts[partition]
                 observed = {
@@ -108,7 +107,7 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
                 ok = expected[partition] == raw_rows == accepted[partition] + refused[partition]
                 reconcile.add(partition, ok, observed, {"staged": expected[partition], "rule": "accepted + quarantined"})
                 step.record_built(partition, stg_snapshot, detail=observed)
-                step.ledger.append_event(
+                step.ledger.partitions.append(
                     "quarantine_order_lines",
                     partition,
                     "BUILT",

@@ -9,12 +9,11 @@ from typing import Any, Iterable
 
 import dagster as dg
 
-from ...store.clock import format_ts
 from ...domain.controls import ControlTuple
 from ...product.lanes import lane_of
-from ...store.ledger import BUILT
-from ..partitions import partition_keys_from_tags
+from ...store.ledger.partition_states import BUILT
 from ...store.platform import Platform
+from ..partitions import partition_keys_from_tags
 from ..resources import AtlasmartResource
 
 # How many failing partitions a check lists in its UI metadata (the ledger has all).
@@ -93,10 +92,7 @@ class Step:
         self._batch_ids: dict[str, list[str]] = {}
         retry = getattr(context, "retry_number", 0)
         if isinstance(context, dg.AssetExecutionContext) and retry:
-            self.ledger.insert(
-                "step_retries",
-                {"run_id": self.run_id, "asset": asset, "attempt": retry + 1, "at": format_ts(self.now())},
-            )
+            self.ledger.runs.record_retry(self.run_id, asset, retry + 1, self.now())
 
     def _partitions(self) -> list[str]:
         if isinstance(self.context, dg.AssetExecutionContext):
@@ -122,7 +118,7 @@ class Step:
     def batch_ids(self, partition: str) -> list[str]:
         """The batches the day's data came from (as of its latest raw build)."""
         if partition not in self._batch_ids:
-            built = self.ledger.events(asset="raw_order_lines", partition=partition, states=(BUILT,))
+            built = self.ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BUILT,))
             self._batch_ids[partition] = built[-1].detail.get("batch_ids", []) if built else []
         return self._batch_ids[partition]
 
@@ -143,7 +139,7 @@ class Step:
         fingerprint: str | None = None,
         detail: dict | None = None,
     ) -> None:
-        self.ledger.append_event(
+        self.ledger.partitions.append(
             self.asset,
             partition,
             BUILT,
@@ -161,7 +157,7 @@ class Step:
         """Write each partition's result to the ledger and return Dagster check results."""
         results = []
         at = self.now()
-        with self.ledger.batch():
+        with self.ledger.transaction():
             self._record_check_rows(outcomes, at)
         for outcome in outcomes:
             results.append(outcome.to_result())
@@ -170,7 +166,7 @@ class Step:
     def _record_check_rows(self, outcomes, at) -> None:
         for outcome in outcomes:
             for r in outcome.results:
-                self.ledger.record_check(
+                self.ledger.checks.record(
                     outcome.asset,
                     outcome.name,
                     r.partition,

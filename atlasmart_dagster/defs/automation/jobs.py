@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+from ...product.lanes import BACKFILL, CURRENT, LANE_TAG
 from ..checks.golden_checks import GOLDEN_CHECK_KEYS
 from ..checks.slo_checks import SLO_CHECK_KEYS
-from ...product.lanes import BACKFILL, CURRENT, LANE_TAG
 
 DAILY_CHAIN = (
     "raw_order_lines",

@@ -3,12 +3,15 @@
 
 import dagster as dg
 
-from ...product.certification_gate import CERTIFIED_ASSETS, certified_partitions, certify_run
-from ...store.landing import parse_manifest
+from ...product.certification_gate import certified_partitions
 from ...product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
-from ...store.ledger import RESTATEMENT_PENDING
-from ..partitions import FIRST_SALES_DATE
+from ...product.run_certification import certify_run
+from ...store.landing import parse_manifest
+from ...store.ledger.partition_states import RESTATEMENT_PENDING
 from ...store.platform import Platform
+from ...store.tables import CERTIFIED_ASSETS
+from ..checks.slo_checks import slo_reporter
+from ..partitions import FIRST_SALES_DATE
 from ..resources import AtlasmartResource
 from .jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job
 from .schedules import TRIGGER_TAG
@@ -20,7 +23,7 @@ def plan_manifest_runs(platform: Platform) -> tuple[list[dg.RunRequest], list[st
     """Run requests for ready batches the platform has not loaded, and why other days are skipped."""
     now = platform.clock.now()
     current = current_partition(now)
-    known = {b["batch_id"] for b in platform.ledger.batches()}
+    known = {b["batch_id"] for b in platform.ledger.batches.list()}
     requests, skipped = [], []
     for partition in platform.landing.partitions():
         if partition < FIRST_SALES_DATE or partition > current:
@@ -39,15 +42,15 @@ def plan_manifest_runs(platform: Platform) -> tuple[list[dg.RunRequest], list[st
             continue
         if manifest.batch_id in known:
             continue
-        certified = any(platform.ledger.served(asset, partition) for asset in CERTIFIED_ASSETS)
+        certified = any(platform.ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS)
         lane = CURRENT if (partition == current and not certified) else BACKFILL
         tags = {LANE_TAG: lane, TRIGGER_TAG: "landing_manifest_sensor"}
         if certified:
             tags[RESTATES_BATCH_TAG] = manifest.batch_id
-            pending = platform.ledger.events(partition=partition, states=(RESTATEMENT_PENDING,))
+            pending = platform.ledger.partitions.events(partition=partition, states=(RESTATEMENT_PENDING,))
             if not any(e.detail.get("batch_id") == manifest.batch_id for e in pending):
                 for asset in CERTIFIED_ASSETS:
-                    platform.ledger.append_event(
+                    platform.ledger.partitions.append(
                         asset,
                         partition,
                         RESTATEMENT_PENDING,
@@ -102,7 +105,7 @@ def certification_sensor(context: dg.RunStatusSensorContext, atlasmart: Atlasmar
         context.dagster_run.run_id,
         run_succeeded=True,
         actor="certification_sensor",
-        instance=context.instance,
+        report_slos=slo_reporter(context.instance),
     )
     certified = certified_partitions(decisions)
     refused = [d for d in decisions if not d.certified]

@@ -8,10 +8,10 @@ compares it with the governed metric per day and in total.
 
 import dagster as dg
 
-from ..assets.step import CheckOutcome, Step
+from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ...product.dashboards import DEFAULT_DASHBOARDS, certified_connection, current, governed_values, tile_values
+from ..assets.step import CheckOutcome, Step
 from ..resources import AtlasmartResource
-from .check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 
 GOLDEN_SPECS = [
     dg.AssetCheckSpec(

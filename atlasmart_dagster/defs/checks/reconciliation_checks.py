@@ -13,15 +13,19 @@ from decimal import Decimal
 
 import dagster as dg
 
-from ..assets.step import CheckOutcome, Step
+from ...domain.check_names import (
+    AGG_MATCHES_FACT,
+    CHANNEL_SPLIT_ADDS_UP,
+    MART_MATCHES_AGG_AND_METRIC,
+    METRIC_MATCHES_AGG,
+)
 from ...domain.contracts import CHANNELS
-from .check_names import AGG_MATCHES_FACT, CHANNEL_SPLIT_ADDS_UP, MART_MATCHES_AGG_AND_METRIC, METRIC_MATCHES_AGG
 from ...product.published_controls import controls_of, metric_revenue_of
-from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified
 from ...store.tables import AGG_DAILY_SALES, FACT_SALES, MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES
 from ...store.warehouse import duckdb_connection
-
+from ..assets.step import CheckOutcome, Step
+from ..resources import AtlasmartResource
+from ..retries import STORAGE_RETRY_POLICY, classified
 
 
 def _money(value: Decimal) -> str:

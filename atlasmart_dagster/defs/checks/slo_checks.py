@@ -12,9 +12,9 @@ from typing import Iterable
 
 import dagster as dg
 
+from ...product.slo import OBJECTIVES, SloResult, Timeline, evaluate, latest_results, scheduled_at
 from ..assets.step import Step
 from ..resources import AtlasmartResource
-from ...product.slo import OBJECTIVES, SloResult, Timeline, evaluate, latest_results, scheduled_at
 
 SLO_ASSETS = ("mart_finance_daily_sales", "mart_executive_revenue")
 
@@ -60,6 +60,17 @@ def slo_check_evaluations(results: Iterable[SloResult]) -> list[dg.AssetCheckEva
         for r in results
         for asset in SLO_ASSETS
     ]
+
+
+def report_slo_checks(instance: dg.DagsterInstance, results: Iterable[SloResult]) -> None:
+    """Show SLO results as evaluations of the marts' SLO checks in the Dagster UI."""
+    for evaluation in slo_check_evaluations(results):
+        instance.report_runless_asset_event(evaluation)
+
+
+def slo_reporter(instance: dg.DagsterInstance | None):
+    """``report_slos`` for ``certify_run``: report to ``instance`` (nothing without one)."""
+    return None if instance is None else (lambda results: report_slo_checks(instance, results))
 
 
 @dg.multi_asset_check(specs=SLO_CHECK_SPECS, name="partition_slos")

@@ -17,16 +17,15 @@ principal may not see.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
 
-from ...store.clock import format_ts
-from ...store.platform import Platform
 from ...product.serving import read_certified
+from ...store.platform import Platform
 from ...store.tables import TABLES_BY_NAME
+from .access_log import log_decision
 from .policy import CERTIFIED, ROLES, AccessDenied, Principal, principal_for
 
 GATEWAY_CONFIG = {
@@ -133,19 +132,3 @@ def _referenced_relations(parser: duckdb.DuckDBPyConnection, sql: str) -> set[st
     except (duckdb.BinderException, duckdb.InvalidInputException):
         # naming tables needs binding, which fails without the tables (e.g. JOIN ... USING)
         return None
-
-
-def log_decision(platform: Platform, principal: Principal, action: str, decision: str, reason: str) -> None:
-    """Append one access decision (a query or a privileged action) to the ledger."""
-    platform.ledger.insert(
-        "access_log",
-        {
-            "principal": principal.name,
-            "principal_kind": principal.kind,
-            "role": principal.role,
-            "statement_sha256": hashlib.sha256(action.encode()).hexdigest(),
-            "decision": decision,
-            "reason": reason,
-            "at": format_ts(platform.clock.now()),
-        },
-    )

@@ -21,21 +21,20 @@ from typing import Any
 
 import dagster as dg
 
-from ...product.certification_gate import CERTIFIED_ASSETS
-from ...defs.checks.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
-from ...store.clock import format_ts
+from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ...product.lanes import LANE_TAG
-from ...store.ledger import BLOCKED_UPSTREAM
 from ...product.pii import redact_for
-from ...store.platform import Platform
 from ...product.slo import SOURCE_LATE_GRACE, scheduled_at
+from ...store.clock import format_ts
+from ...store.ledger.partition_states import BLOCKED_UPSTREAM
+from ...store.platform import Platform
+from ...store.tables import CERTIFIED_ASSETS
 from .store import Incident, IncidentStore
-
 
 
 def _check_signals(platform: Platform) -> list[dict[str, Any]]:
     signals = []
-    for r in platform.ledger.check_results():
+    for r in platform.ledger.checks.results():
         if r["passed"] or not (r["blocking"] or r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC):
             continue
         signals.append({
@@ -66,19 +65,19 @@ def _slo_signals(platform: Platform) -> list[dict[str, Any]]:
             "detail": f"{r['objective']} SLO missed for {r['partition']}"
             + (f" by {r['missed_by']:g} {r['unit']}" if r["missed_by"] is not None else ""),
         }
-        for r in platform.ledger.slo_records()
+        for r in platform.ledger.slos.records()
         if not r["met"]
     ]
 
 
 def _source_late_signals(platform: Platform, now: datetime) -> list[dict[str, Any]]:
     signals, seen = [], set()
-    blocked = platform.ledger.events(asset="raw_order_lines", states=(BLOCKED_UPSTREAM,))
+    blocked = platform.ledger.partitions.events(asset="raw_order_lines", states=(BLOCKED_UPSTREAM,))
     if not blocked:
         return signals
-    served = [platform.ledger.served_map(asset) for asset in CERTIFIED_ASSETS]
+    served = [platform.ledger.partitions.served_map(asset) for asset in CERTIFIED_ASSETS]
     last_built: dict[str, int] = {}
-    for e in platform.ledger.events(asset="raw_order_lines", states=("BUILT",)):
+    for e in platform.ledger.partitions.events(asset="raw_order_lines", states=("BUILT",)):
         last_built[e.partition] = max(e.id, last_built.get(e.partition, e.id))
     for event in blocked:
         partition = event.partition
@@ -104,7 +103,7 @@ def _source_late_signals(platform: Platform, now: datetime) -> list[dict[str, An
 
 
 def _run_failure_signals(platform: Platform, instance: dg.DagsterInstance) -> list[dict[str, Any]]:
-    blocked_runs = {e.run_id for e in platform.ledger.events(states=(BLOCKED_UPSTREAM,))}
+    blocked_runs = {e.run_id for e in platform.ledger.partitions.events(states=(BLOCKED_UPSTREAM,))}
     signals = []
     for record in instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE])):
         run = record.dagster_run

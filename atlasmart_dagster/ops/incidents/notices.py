@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...product.certification_gate import CERTIFIED_ASSETS
-from ...store.clock import format_ts
 from ...product.pii import redact_for
-from ...store.platform import Platform
 from ...product.serving import partition_status
+from ...store.clock import format_ts
+from ...store.platform import Platform
+from ...store.tables import CERTIFIED_ASSETS
 from .store import Incident
 from .triage import PERFORMANCE, PIPELINE, SEMANTIC, SOURCE
 
@@ -38,7 +38,7 @@ def product_label(asset: str) -> str:
 def _last_known_good(platform: Platform, partitions: list[str]) -> list[dict[str, Any]]:
     out = []
     for asset in CERTIFIED_ASSETS:
-        served = platform.ledger.served_map(asset)
+        served = platform.ledger.partitions.served_map(asset)
         in_scope = {p: served[p] for p in partitions if p in served}
         earlier = sorted(p for p in served if not partitions or p < partitions[0])
         entry: dict[str, Any] = {"product": product_label(asset)}

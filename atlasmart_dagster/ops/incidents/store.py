@@ -9,9 +9,34 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ...store.clock import format_ts
 from ...errors import AtlasmartError
+from ...store.clock import format_ts
 from ...store.ledger import Ledger
+from ...store.ledger.engine import LedgerTable
+
+INCIDENTS = LedgerTable(
+    "incidents",
+    """
+        id TEXT PRIMARY KEY,
+        title TEXT NOT NULL,
+        opened_at TEXT NOT NULL,
+        opened_by TEXT NOT NULL
+    """,
+)
+INCIDENT_EVENTS = LedgerTable(
+    "incident_events",
+    """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT,
+        message TEXT NOT NULL,
+        data_json TEXT
+    """,
+    indexes=("ix_incident_events ON incident_events(incident_id, id)",),
+)
 
 OPEN, CONTAINED, IDENTIFIED, REPAIRING, VERIFYING, RESOLVED = (
     "open", "contained", "identified", "repairing", "verifying", "resolved",
@@ -116,8 +141,8 @@ class IncidentStore:
 
     def open(self, title: str, actor: str, at: datetime) -> Incident:
         incident_id = self.ledger.allocate_id("INC")
-        self.ledger.insert(
-            "incidents", {"id": incident_id, "title": title, "opened_at": format_ts(at), "opened_by": actor}
+        self.ledger.engine.append(
+            INCIDENTS, {"id": incident_id, "title": title, "opened_at": format_ts(at), "opened_by": actor}
         )
         self.append(incident_id, at, actor, "opened", f"incident opened: {title}", status=OPEN)
         return self.get(incident_id)
@@ -134,8 +159,8 @@ class IncidentStore:
     ) -> int:
         if status is not None and status not in STATUSES:
             raise IncidentError(f"unknown status {status!r}")
-        return self.ledger.insert(
-            "incident_events",
+        return self.ledger.engine.append(
+            INCIDENT_EVENTS,
             {
                 "incident_id": incident_id,
                 "at": format_ts(at),
@@ -160,23 +185,23 @@ class IncidentStore:
         return Incident(row["id"], row["title"], row["opened_at"], row["opened_by"], events)
 
     def get(self, incident_id: str) -> Incident:
-        rows = self.ledger.rows("incidents", "id = ?", (incident_id,))
+        rows = self.ledger.engine.select(INCIDENTS, "id = ?", (incident_id,))
         if not rows:
             raise IncidentError(f"no incident {incident_id}")
-        return self._incident(rows[0], self.ledger.rows("incident_events", "incident_id = ?", (incident_id,)))
+        return self._incident(rows[0], self.ledger.engine.select(INCIDENT_EVENTS, "incident_id = ?", (incident_id,)))
 
     def all(self) -> list[Incident]:
         """Every incident, in opening order (two queries: incidents, then all their events)."""
         by_incident: dict[str, list[dict[str, Any]]] = {}
-        for event in self.ledger.rows("incident_events"):
+        for event in self.ledger.engine.select(INCIDENT_EVENTS):
             by_incident.setdefault(event["incident_id"], []).append(event)
-        return [self._incident(row, by_incident.get(row["id"], [])) for row in self.ledger.rows("incidents")]
+        return [self._incident(row, by_incident.get(row["id"], [])) for row in self.ledger.engine.select(INCIDENTS)]
 
     def open_incidents(self) -> list[Incident]:
         return [i for i in self.all() if i.status != RESOLVED]
 
     def seen_signal_keys(self) -> set[str]:
         keys = set()
-        for event in self.ledger.rows("incident_events", "kind = 'signal'"):
+        for event in self.ledger.engine.select(INCIDENT_EVENTS, "kind = 'signal'"):
             keys.add(json.loads(event["data_json"]).get("key"))
         return keys

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...defs.checks.check_names import GOLDEN_MATCHES_GOVERNED_METRIC, SOURCE_CONTRACT_CONFORMS
-from ...store.clock import minutes_between, parse_ts
-from ...store.ledger import BLOCKED_UPSTREAM
-from ...store.platform import Platform
+from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC, SOURCE_CONTRACT_CONFORMS
 from ...product.slo import SOURCE_LATE_GRACE, scheduled_at
+from ...store.clock import minutes_between, parse_ts
+from ...store.ledger.partition_states import BLOCKED_UPSTREAM
+from ...store.platform import Platform
 from .store import Incident
 
 SOURCE, PIPELINE, SEMANTIC, PERFORMANCE, UNKNOWN = (
@@ -32,7 +32,7 @@ QUEUE_MINUTES = 10  # ready -> run start beyond this is queueing
 
 def _latest_checks(platform: Platform, partition: str) -> dict[tuple[str, str], dict]:
     latest = {}
-    for r in platform.ledger.check_results(partition=partition):
+    for r in platform.ledger.checks.results(partition=partition):
         latest[(r["asset"], r["check_name"])] = r
     return latest
 
@@ -43,11 +43,11 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
     against: dict[str, list[str]] = {m: [] for m in mechanisms}
     for partition in incident.partitions:
         # 1. source
-        blocked = ledger.events(asset="raw_order_lines", partition=partition, states=(BLOCKED_UPSTREAM,))
+        blocked = ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BLOCKED_UPSTREAM,))
         for event in blocked:
             mechanisms[SOURCE].append(f"{partition}: run {event.run_id} blocked upstream at {event.recorded_at}: "
                                       + "; ".join(event.detail.get("problems", [])))
-        batches = ledger.batches(partition)
+        batches = ledger.batches.list(partition)
         for batch in batches:
             late = minutes_between(scheduled_at(partition), parse_ts(batch["ready_at"]))
             if late > SOURCE_LATE_GRACE.total_seconds() / 60:
@@ -80,7 +80,7 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
                 against[SEMANTIC].append(f"{partition}: a consumer figure disagrees, but the pipeline itself is failing")
 
         # 4. performance
-        slo_records = ledger.slo_records(partition)
+        slo_records = ledger.slos.records(partition)
         for slo in slo_records:
             if slo["met"] or slo["objective"] not in ("availability", "freshness"):
                 continue

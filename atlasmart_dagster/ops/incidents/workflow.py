@@ -18,24 +18,26 @@ from typing import Any
 
 import dagster as dg
 
-from ..access.policy import WITHDRAW_CERTIFICATION
-from ..backfills import BackfillRequest, run_backfill
-from ...product.certification_gate import CERTIFIED_ASSETS, certify_builds
+from ...defs.checks.slo_checks import slo_reporter
 from ...domain.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
 from ...product.dashboards import DEFAULT_DASHBOARDS
-from ...store.ledger import BUILT, WITHDRAWN
-from ...store.platform import Platform
 from ...product.published_controls import controls_of, metric_revenue_of
+from ...product.run_certification import certify_and_deliver
 from ...product.serving import partition_status
+from ...store.ledger.partition_states import BUILT, WITHDRAWN
+from ...store.platform import Platform
 from ...store.tables import (
     AGG_DAILY_SALES,
+    CERTIFIED_ASSETS,
     FACT_SALES,
     MART_EXECUTIVE_REVENUE,
     MART_FINANCE_DAILY_SALES,
     RAW_ORDER_LINES,
 )
-from ...transforms.staging import gate_sql
 from ...store.warehouse import duckdb_connection
+from ...transforms.staging import gate_sql
+from ..access.policy import WITHDRAW_CERTIFICATION
+from ..backfills import BackfillRequest, run_backfill
 from . import blast_radius as radius
 from .notices import build_notice, to_markdown
 from .store import CONTAINED, IDENTIFIED, REPAIRING, RESOLVED, VERIFYING, Incident, IncidentError, IncidentStore
@@ -103,19 +105,19 @@ class IncidentWorkflow:
         withdrawn = []
         if withdraw:
             for asset in assets:
-                served = ledger.served_map(asset)
+                served = ledger.partitions.served_map(asset)
                 for p in partitions:
                     if p in served:
                         cert = served[p].certification
-                        ledger.append_event(asset, p, WITHDRAWN, now, actor=actor, reason=f"contained by {incident_id}",
+                        ledger.partitions.append(asset, p, WITHDRAWN, now, actor=actor, reason=f"contained by {incident_id}",
                                             detail={"certification_ids": [cert.id], "incident_id": incident_id})
                         withdrawn.append({"asset": asset, "partition": p, "version": served[p].version,
                                           "fingerprint": cert.fingerprint})
-        hold_id = (ledger.hold(assets, partitions[0], partitions[-1], actor, f"incident {incident_id} under way",
+        hold_id = (ledger.holds.hold(assets, partitions[0], partitions[-1], actor, f"incident {incident_id} under way",
                                now, incident_id=incident_id) if hold else None)
         evidence = {
             "raw_batches": [{"batch_id": b["batch_id"], "partition": b["partition"], "data_sha256": b["data_sha256"]}
-                            for p in partitions for b in ledger.batches(p)],
+                            for p in partitions for b in ledger.batches.list(p)],
             "preserved": "raw store batches are write-once; withdrawn versions stay readable by snapshot (time travel)",
         }
         data = {"assets": assets, "partitions": partitions, "withdrawn": withdrawn, "hold_id": hold_id,
@@ -129,7 +131,7 @@ class IncidentWorkflow:
         return data
 
     def _authorise(self, actor: str, permission: str, action: str) -> None:
-        from ..access.gateway import log_decision
+        from ..access.access_log import log_decision
         from ..access.policy import AccessDenied, principal_for, require
 
         try:
@@ -194,11 +196,11 @@ class IncidentWorkflow:
         passed = report["reconciled"] and golden.get("passed", True)
         data = {**report, "dashboards": golden, "passed": passed}
         if passed:
-            for hold in self.platform.ledger.active_holds():
+            for hold in self.platform.ledger.holds.active():
                 if hold["incident_id"] == incident_id:
-                    self.platform.ledger.release(hold["id"], actor, f"{incident_id} verified", self._now())
+                    self.platform.ledger.holds.release(hold["id"], actor, f"{incident_id} verified", self._now())
             builds = _uncertified_builds(self.platform, partitions)
-            decisions = certify_builds(self.platform, builds, True, actor=f"{actor} (verification)", instance=self.instance)
+            decisions = certify_and_deliver(self.platform, builds, True, f"{actor} (verification)", slo_reporter(self.instance))
             if golden and self.instance is not None:
                 decisions += self._recheck_dashboards(actor)
             data["recertified"] = sorted({(d.asset, d.partition) for d in decisions if d.certified})
@@ -232,7 +234,7 @@ class IncidentWorkflow:
             state = partition_status(self.platform, p).state
             if state != "CERTIFIED":
                 problems.append(f"{p} is {state}, not CERTIFIED")
-        if any(h["incident_id"] == incident_id for h in self.platform.ledger.active_holds()):
+        if any(h["incident_id"] == incident_id for h in self.platform.ledger.holds.active()):
             problems.append("certification is still held for this incident")
         if problems:
             raise IncidentError(f"{incident_id} cannot be resolved: " + "; ".join(problems))
@@ -283,7 +285,7 @@ def _default_origin(incident: Incident, verdict: str) -> str:
 def _last_known_good(platform: Platform, partitions: list[str]) -> dict[str, Any]:
     out = {}
     for asset in CERTIFIED_ASSETS:
-        served = platform.ledger.served_map(asset)
+        served = platform.ledger.partitions.served_map(asset)
         out[asset] = {
             "in_scope": {p: {"version": served[p].version, "fingerprint": served[p].certification.fingerprint,
                              "controls": served[p].certification.controls.to_json()
@@ -343,9 +345,9 @@ def _uncertified_builds(platform: Platform, partitions: list[str]):
     """The newest build of each certified asset and day in scope that is not the one being served."""
     builds = []
     for asset in CERTIFIED_ASSETS:
-        served = platform.ledger.served_map(asset)
+        served = platform.ledger.partitions.served_map(asset)
         for p in partitions:
-            events = platform.ledger.events(asset=asset, partition=p, states=(BUILT,))
+            events = platform.ledger.partitions.events(asset=asset, partition=p, states=(BUILT,))
             if not events:
                 continue
             newest = events[-1]

@@ -18,9 +18,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ...store.home import AtlasmartHome
 from ...product.lanes import LANE_TAG
 from ...product.pii import redact
+from ...store.home import AtlasmartHome
 
 
 def _partition(tags: dict[str, str]) -> str | None:

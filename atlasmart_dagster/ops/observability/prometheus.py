@@ -29,12 +29,12 @@ from prometheus_client import CollectorRegistry, write_to_textfile
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ...product.certification_gate import CERTIFIED_ASSETS
-from ...defs.checks.check_names import SOURCE_CONTRACT_CONFORMS
-from ...store.clock import parse_ts
-from ...store.ledger import BUILT, CERTIFIED
-from ...store.platform import Platform
+from ...domain.check_names import SOURCE_CONTRACT_CONFORMS
 from ...product.slo import OBJECTIVES
+from ...store.clock import parse_ts
+from ...store.ledger.partition_states import BUILT, CERTIFIED
+from ...store.platform import Platform
+from ...store.tables import CERTIFIED_ASSETS
 
 
 class LedgerCollector(Collector):
@@ -43,7 +43,7 @@ class LedgerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         ledger = self.platform.ledger
-        staged = ledger.events(asset="stg_order_lines", states=(BUILT,))
+        staged = ledger.partitions.events(asset="stg_order_lines", states=(BUILT,))
         processed = CounterMetricFamily("atlasmart_records_processed", "Rows through the quality gate (all builds).",
                                         labels=["layer"])
         processed.add_metric(["staging"], sum(e.detail.get("raw_rows", 0) for e in staged))
@@ -56,7 +56,7 @@ class LedgerCollector(Collector):
         durations = GaugeMetricFamily("atlasmart_partition_load_duration_seconds",
                                       "Run start to run end of the latest load of each partition.", labels=["partition"])
         by_run: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
-        for phase in ledger.phases():
+        for phase in ledger.runs.phases():
             by_run[(phase["partition"], phase["run_id"])].setdefault(phase["phase"], phase["at"])
             if phase["phase"] == "run_finished":
                 by_run[(phase["partition"], phase["run_id"])]["run_finished"] = phase["at"]
@@ -68,7 +68,7 @@ class LedgerCollector(Collector):
             durations.add_metric([partition], latest[partition])
         yield durations
 
-        slo = ledger.slo_records()
+        slo = ledger.slos.records()
         freshness = GaugeMetricFamily("atlasmart_freshness_lag_seconds",
                                       "Manifest ready to certified, at the partition's first delivery.", labels=["partition"])
         for record in slo:
@@ -85,10 +85,10 @@ class LedgerCollector(Collector):
                                  "When each certified product was last certified (Unix time).", labels=["asset"])
         served = GaugeMetricFamily("atlasmart_certified_partitions", "Partitions consumers are served.", labels=["asset"])
         for asset in CERTIFIED_ASSETS:
-            certs = ledger.events(asset=asset, states=(CERTIFIED,))
+            certs = ledger.partitions.events(asset=asset, states=(CERTIFIED,))
             if certs:
                 last.add_metric([asset], parse_ts(certs[-1].recorded_at).timestamp())
-            served.add_metric([asset], len(ledger.served_map(asset)))
+            served.add_metric([asset], len(ledger.partitions.served_map(asset)))
         yield last
         yield served
 
@@ -96,11 +96,11 @@ class LedgerCollector(Collector):
 
         yield GaugeMetricFamily("atlasmart_open_incidents", "Incidents not resolved.",
                                 value=len(IncidentStore(ledger).open_incidents()))
-        drift = sum(1 for r in ledger.check_results() if r["check_name"] == SOURCE_CONTRACT_CONFORMS and not r["passed"])
+        drift = sum(1 for r in ledger.checks.results() if r["check_name"] == SOURCE_CONTRACT_CONFORMS and not r["passed"])
         yield CounterMetricFamily("atlasmart_schema_drift_detections", "Batches stopped by the source contract gate.",
                                   value=drift)
         retries = CounterMetricFamily("atlasmart_step_retries", "Retried step attempts.", labels=["asset"])
-        for asset, n in sorted(Counter(r["asset"] for r in ledger.rows("step_retries")).items()):
+        for asset, n in sorted(Counter(r["asset"] for r in ledger.runs.retries()).items()):
             retries.add_metric([asset], n)
         yield retries
 

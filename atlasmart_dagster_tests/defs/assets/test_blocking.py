@@ -3,13 +3,12 @@
 import dagster as dg
 import pyarrow as pa
 
-from atlasmart_dagster.product.certification_gate import certify_run
-from atlasmart_dagster.defs.checks.check_names import AGG_MATCHES_FACT, SOURCE_CONTRACT_CONFORMS
 from atlasmart_dagster.definitions import ASSET_CHECKS, ASSETS
-from atlasmart_dagster.store.ledger import CERTIFIED
+from atlasmart_dagster.domain.check_names import AGG_MATCHES_FACT, SOURCE_CONTRACT_CONFORMS
 from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.product.run_certification import certify_run
+from atlasmart_dagster.store.ledger.partition_states import CERTIFIED
 from atlasmart_dagster.store.tables import AGG_DAILY_SALES
-
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 DAY = "2026-09-20"
@@ -22,7 +21,7 @@ def materialized_keys(result):
 
 def test_corrupted_aggregate_is_caught_and_blocks_marts(env):
     assert run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill").success
-    certifications_before = env.ledger.events(states=(CERTIFIED,))
+    certifications_before = env.ledger.partitions.events(states=(CERTIFIED,))
 
     rows = env.warehouse.read(AGG_DAILY_SALES, [DAY]).to_pylist()
     rows[0]["cost_usd"] += 10
@@ -45,7 +44,7 @@ def test_corrupted_aggregate_is_caught_and_blocks_marts(env):
     assert shown["observed"]["cost_usd"] == "140.00" and shown["expected"]["cost_usd"] == "130.00"
     assert materialized_keys(result) == set()  # no mart was built
     assert certify_run(env.platform, result.run_id, result.success) == []
-    assert env.ledger.events(states=(CERTIFIED,)) == certifications_before
+    assert env.ledger.partitions.events(states=(CERTIFIED,)) == certifications_before
 
 
 def test_schema_drift_fails_the_contract_gate_and_nothing_downstream_builds(env):
@@ -60,4 +59,4 @@ def test_schema_drift_fails_the_contract_gate_and_nothing_downstream_builds(env)
     assert not evaluation.passed
     layout = evaluation.metadata["observed_vs_expected"].value[DAY]["observed"]["ERP-20260920-01"]
     assert layout == {"contract": "v1", "missing": ["line_amount_usd"], "unexpected": ["gross_line_amount_usd"]}
-    assert outcome.certified == [] and env.ledger.events(states=(CERTIFIED,)) == []
+    assert outcome.certified == [] and env.ledger.partitions.events(states=(CERTIFIED,)) == []

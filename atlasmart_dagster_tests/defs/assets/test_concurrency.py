@@ -38,4 +38,4 @@ def test_parallel_runs_on_different_partitions_both_land(env):
     fact = controls_of(env.warehouse, FACT_SALES, days)
     assert fact == {"2026-09-18": ControlTuple(4, 3, 5, 395, 220, 175), "2026-09-20": ControlTuple(3, 2, 4, 185, 130, 55)}
     for d in days:
-        assert env.ledger.served(MART_FINANCE_DAILY_SALES.name, d).certification.controls == fact[d]
+        assert env.ledger.partitions.served(MART_FINANCE_DAILY_SALES.name, d).certification.controls == fact[d]

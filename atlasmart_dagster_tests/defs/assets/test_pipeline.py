@@ -3,9 +3,9 @@
 import pytest
 
 from atlasmart_dagster.domain.controls import ControlTuple, total
-from atlasmart_dagster.store.ledger import BUILT, CERTIFIED
 from atlasmart_dagster.product.published_controls import controls_of, metric_revenue_of
 from atlasmart_dagster.product.serving import partition_status, read_certified
+from atlasmart_dagster.store.ledger.partition_states import BUILT, CERTIFIED
 from atlasmart_dagster.store.tables import (
     AGG_DAILY_SALES,
     FACT_SALES,
@@ -13,7 +13,6 @@ from atlasmart_dagster.store.tables import (
     MART_FINANCE_DAILY_SALES,
     QUARANTINE_ORDER_LINES,
 )
-
 from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
 
 EXPECTED = {
@@ -36,19 +35,19 @@ def test_per_partition_controls_at_every_hop(loaded, partition):
 
 @pytest.mark.parametrize("partition", SAMPLE_DAYS)
 def test_staged_accepted_quarantined_per_partition(loaded, partition):
-    built = loaded.ledger.events(asset="stg_order_lines", partition=partition, states=(BUILT,))[-1].detail
+    built = loaded.ledger.partitions.events(asset="stg_order_lines", partition=partition, states=(BUILT,))[-1].detail
     assert (built["raw_rows"], built["accepted"], built["quarantined"]) == EXPECTED[partition][0]
     assert built["manifest_rows"] == built["raw_rows"]
 
 
 def test_totals_and_committed_source_seq(loaded):
-    certified = [loaded.ledger.served("mart_finance_daily_sales", p).certification.controls for p in SAMPLE_DAYS]
+    certified = [loaded.ledger.partitions.served("mart_finance_daily_sales", p).certification.controls for p in SAMPLE_DAYS]
     assert total(certified) == ControlTuple(10, 8, 12, 820, 495, 325)
-    staged = [loaded.ledger.events(asset="stg_order_lines", partition=p, states=(BUILT,))[-1].detail for p in SAMPLE_DAYS]
+    staged = [loaded.ledger.partitions.events(asset="stg_order_lines", partition=p, states=(BUILT,))[-1].detail for p in SAMPLE_DAYS]
     assert sum(s["raw_rows"] for s in staged) == 13
     assert sum(s["accepted"] for s in staged) == 10
     assert sum(s["quarantined"] for s in staged) == 3
-    assert max(b["source_seq_high"] for b in loaded.ledger.batches()) == 208
+    assert max(b["source_seq_high"] for b in loaded.ledger.batches.list()) == 208
 
 
 def test_quarantine_reasons_are_the_documented_ones(loaded):

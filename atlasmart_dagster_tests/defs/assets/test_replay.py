@@ -3,8 +3,8 @@
 import hashlib
 from pathlib import Path
 
-from atlasmart_dagster.product.published_controls import fingerprints_of
 from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.product.published_controls import fingerprints_of
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.tables import FACT_SALES, MART_FINANCE_DAILY_SALES, STG_ORDER_LINES
 
@@ -31,5 +31,5 @@ def test_rerun_gives_the_same_fingerprint_same_bytes_and_no_duplicate_rows(env):
     assert rows2.num_rows == rows1.num_rows == 4 and rows2.equals(rows1)
     # same content re-certified: still version 1, not a restatement
     assert partition_status(env.platform, DAY).certified_version == 1
-    certs = env.ledger.events(asset="mart_finance_daily_sales", partition=DAY, states=("CERTIFIED",))
+    certs = env.ledger.partitions.events(asset="mart_finance_daily_sales", partition=DAY, states=("CERTIFIED",))
     assert len(certs) == 2 and certs[0].fingerprint == certs[1].fingerprint

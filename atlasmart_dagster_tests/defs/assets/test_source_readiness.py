@@ -2,10 +2,9 @@
 
 import pytest
 
-from atlasmart_dagster.store.ledger import BLOCKED_UPSTREAM
 from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.store.ledger.partition_states import BLOCKED_UPSTREAM
 from atlasmart_dagster.store.tables import ALL_TABLES
-
 from atlasmart_dagster_tests.landing_batches import patch_manifest, write_batch
 
 DAY = "2026-09-20"
@@ -41,7 +40,7 @@ def test_not_ready_source_fails_raw_with_a_clear_non_retryable_error(env, break_
     # Failure(allow_retries=False): one attempt only, no retry events
     types = [e.event_type_value for e in outcome.result.all_events]
     assert "STEP_UP_FOR_RETRY" not in types
-    (blocked,) = env.ledger.events(partition=DAY, states=(BLOCKED_UPSTREAM,))
+    (blocked,) = env.ledger.partitions.events(partition=DAY, states=(BLOCKED_UPSTREAM,))
     assert blocked.asset == "raw_order_lines" and says in " ".join(blocked.detail["problems"])
 
 

@@ -6,10 +6,9 @@ import dagster as dg
 
 from atlasmart_dagster.defs.automation.schedules import daily_sales_schedule
 from atlasmart_dagster.defs.automation.sensors import landing_manifest_sensor
-from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster.store.ledger import RESTATEMENT_PENDING
 from atlasmart_dagster.ops.runs import run_chain
-
+from atlasmart_dagster.store.clock import LogicalClock
+from atlasmart_dagster.store.ledger.partition_states import RESTATEMENT_PENDING
 from atlasmart_dagster_tests.conftest import Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
@@ -64,10 +63,10 @@ def test_new_batch_for_a_certified_day_is_restatement_pending_in_the_backfill_la
     request = requests["2026-09-20"]
     assert request.job_name == "backfill_sales_job" and request.tags["atlasmart/lane"] == "backfill"
     assert request.run_key == "ERP-20260920-02"
-    pending = env.ledger.events(partition="2026-09-20", states=(RESTATEMENT_PENDING,))
+    pending = env.ledger.partitions.events(partition="2026-09-20", states=(RESTATEMENT_PENDING,))
     assert {e.asset for e in pending} == {"metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue"}
     evaluate(env)  # a second tick does not mark it twice
-    assert len(env.ledger.events(partition="2026-09-20", states=(RESTATEMENT_PENDING,))) == 3
+    assert len(env.ledger.partitions.events(partition="2026-09-20", states=(RESTATEMENT_PENDING,))) == 3
 
 
 def _after_run(env, run_id):
@@ -88,11 +87,11 @@ def test_certification_sensor_requests_golden_checks_for_new_certifications_only
     outcome = run_chain(env.defs, env.instance, env.platform, ["2026-09-20"], lane="backfill", certify=False)
     request = _after_run(env, outcome.run_id)
     assert isinstance(request, dg.RunRequest) and request.run_key == f"golden-{outcome.run_id}"
-    assert env.platform.ledger.served("mart_finance_daily_sales", "2026-09-20")
+    assert env.platform.ledger.partitions.served("mart_finance_daily_sales", "2026-09-20")
 
     golden = env.defs.resolve_job_def("dashboard_checks_job").execute_in_process(instance=env.instance)
     assert golden.success
     # the golden run certifies the dashboards, and must not ask for another golden run (a loop)
     assert _after_run(env, golden.run_id) is None
-    assert env.platform.ledger.served("dashboard_finance_daily_sales", "2026-09-20")
+    assert env.platform.ledger.partitions.served("dashboard_finance_daily_sales", "2026-09-20")
     assert _after_run(env, outcome.run_id) is None  # already decided: nothing new

@@ -3,10 +3,9 @@
 import dagster as dg
 
 from atlasmart_dagster.defs.automation.sensors import landing_manifest_sensor
-from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.serving import partition_status
-
+from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster_tests.conftest import Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
@@ -18,7 +17,7 @@ def test_late_redelivery_is_restated_in_the_backfill_lane(tmp_path):
     LogicalClock(env.home / "clock.json").set("2026-09-23T10:00:00Z")
     first = run_chain(env.defs, env.instance, env.platform, ["2026-09-19", DAY], lane="backfill")
     assert first.certified == ["2026-09-19", DAY]
-    neighbour = env.ledger.served("mart_finance_daily_sales", "2026-09-19").certification
+    neighbour = env.ledger.partitions.served("mart_finance_daily_sales", "2026-09-19").certification
 
     rows = read_rows(env.day_dir(DAY))
     correction = {**rows[2], "source_seq": 209, "quantity": 2, "line_amount_usd": "100.00", "line_cost_usd": "60.00"}
@@ -35,9 +34,9 @@ def test_late_redelivery_is_restated_in_the_backfill_lane(tmp_path):
     assert restated.lane == "backfill" and restated.certified == [DAY]
     status = partition_status(env.platform, DAY)
     assert status.state == "CERTIFIED" and status.certified_version == 2 and "restated" in status.detail
-    served = env.ledger.served("mart_finance_daily_sales", DAY).certification.controls
+    served = env.ledger.partitions.served("mart_finance_daily_sales", DAY).certification.controls
     assert str(served) == "(3, 2, 5, 235, 160, 75)"  # O1005/1 corrected: qty 2, 100 USD
     # only that day was rebuilt; the neighbour kept its certification; both batches are in the raw store
     assert {e.partition for e in restated.result.get_asset_materialization_events()} == {DAY}
-    assert env.ledger.served("mart_finance_daily_sales", "2026-09-19").certification == neighbour
+    assert env.ledger.partitions.served("mart_finance_daily_sales", "2026-09-19").certification == neighbour
     assert [b.batch_id for b in env.platform.raw_store.batches(DAY)] == ["ERP-20260920-01", "ERP-20260920-02"]

@@ -4,11 +4,11 @@ import json
 
 import pytest
 
+from atlasmart_dagster.ops.access.access_log import access_log
 from atlasmart_dagster.ops.access.gateway import Gateway
 from atlasmart_dagster.ops.access.policy import PRINCIPALS, ROLES, AccessDenied, matrix, principal_for, validate_policy
 from atlasmart_dagster.ops.runs import run_chain, run_reference
 from atlasmart_dagster.store.tables import TABLES_BY_NAME
-
 from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
 
 PII = ["Avery Synthetic", "avery@example.invalid", "Blake Synthetic", "blake@example.invalid", "Synthetic",
@@ -67,13 +67,13 @@ def test_every_path_to_a_denied_relation_is_refused_logged_and_silent(world, rol
     gateway = Gateway(world.platform)
     principal = principal_for(role)
     for path, sql in bypasses(world, role, rel).items():
-        before = len(world.ledger.rows("access_log"))
+        before = len(access_log(world.ledger))
         with pytest.raises(AccessDenied) as info:
             gateway.query(role, sql)
         message = str(info.value)
         assert not any(p in message for p in PII), (path, message)
         assert str(world.home) not in message and rel not in message, (path, message)
-        log = world.ledger.rows("access_log")[before:]
+        log = access_log(world.ledger)[before:]
         assert [(e["principal"], e["role"], e["decision"]) for e in log] == [(principal.name, role, "deny")], path
     # discovery shows only what is granted
     listed = {r["table_name"] for r in gateway.query(role, "SELECT table_name FROM information_schema.tables").to_pylist()}
@@ -87,7 +87,7 @@ def test_every_path_to_a_denied_relation_is_refused_logged_and_silent(world, rol
 def test_granted_relations_still_work(world, role, rel):
     result = Gateway(world.platform).query(role, f"SELECT count(*) AS n FROM {rel}")
     assert result.column("n").to_pylist()[0] > 0
-    assert world.ledger.rows("access_log")[-1]["decision"] == "allow"
+    assert access_log(world.ledger)[-1]["decision"] == "allow"
 
 
 @pytest.mark.parametrize("role", ["finance_analyst", "etl_service", "incident_responder"])
@@ -139,10 +139,10 @@ def test_only_incident_responders_may_withdraw_certification(tmp_path):
     for who in ("ana.finance@atlasmart.example", "bi-dashboards", "somebody"):
         with pytest.raises(AccessDenied):
             wf.contain(incident, who, partitions=["2026-09-18"])
-    assert world.ledger.served("mart_finance_daily_sales", "2026-09-18") is not None
+    assert world.ledger.partitions.served("mart_finance_daily_sales", "2026-09-18") is not None
     wf.contain(incident, "oncall@atlasmart.example", partitions=["2026-09-18"])
-    assert world.ledger.served("mart_finance_daily_sales", "2026-09-18") is None
-    decisions = [(e["principal"], e["decision"]) for e in world.ledger.rows("access_log")[-3:]]
+    assert world.ledger.partitions.served("mart_finance_daily_sales", "2026-09-18") is None
+    decisions = [(e["principal"], e["decision"]) for e in access_log(world.ledger)[-3:]]
     # "somebody" is no principal: nothing to attribute, so nothing logged; the rest is
     assert decisions == [("ana.finance@atlasmart.example", "deny"), ("bi-dashboards", "deny"),
                          ("oncall@atlasmart.example", "allow")]

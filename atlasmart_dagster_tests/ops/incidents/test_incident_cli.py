@@ -5,12 +5,11 @@ import json
 import dagster as dg
 import pytest
 
-from atlasmart_dagster.defs.checks.check_names import AGG_MATCHES_FACT
 from atlasmart_dagster.cli.main import main
-from atlasmart_dagster.store.clock import LogicalClock
+from atlasmart_dagster.domain.check_names import AGG_MATCHES_FACT
 from atlasmart_dagster.drills.faults import corrupt_aggregate_cost
 from atlasmart_dagster.ops.runs import run_chain, run_checks
-
+from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster_tests.conftest import Env
 
 DAY = "2026-09-20"

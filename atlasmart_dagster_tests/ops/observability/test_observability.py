@@ -9,11 +9,10 @@ from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from atlasmart_dagster.cli.main import main
+from atlasmart_dagster.defs.retries import INJECT_TRANSIENT_TAG
 from atlasmart_dagster.ops.observability.logs import read_log
 from atlasmart_dagster.ops.observability.prometheus import registry_for
-from atlasmart_dagster.defs.retries import INJECT_TRANSIENT_TAG
 from atlasmart_dagster.ops.runs import run_chain
-
 from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
 
 PII = ["Avery Synthetic", "Blake Synthetic", "Casey Synthetic", "Devon Synthetic", "Emery Synthetic",

@@ -1,0 +1,82 @@
+"""After a run: the gate decides, fully certified days are delivered, cleared dashboards are certified.
+
+Runs build and check; they never certify. ``certify_run`` is what the
+certification sensor, ``atlasmart certify`` and every ``atlasmart`` run call
+once a run has ended. Each step is its own module and is only called here:
+
+1. the certification gate decides every candidate the run built
+   (``certification_gate.py``);
+2. a day whose every certified product was just certified is *delivered*: its
+   first-delivery SLOs are measured (``slo.py``) and handed to ``report_slos``
+   (the Dagster side shows them as check evaluations);
+3. dashboard days whose golden cross-check passed in the run are certified
+   (``dashboard_certification.py``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable
+
+from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
+from ..store.platform import Platform
+from ..store.tables import CERTIFIED_ASSETS
+from .certification_gate import GateDecision, certify_builds
+from .dashboard_certification import certify_dashboards
+from .slo import SloResult, record_first_delivery
+
+# Shows measured SLOs where people look (the Dagster UI); None when nobody is watching.
+SloReporter = Callable[[list[SloResult]], None]
+
+
+def certify_run(
+    platform: Platform,
+    run_id: str,
+    run_succeeded: bool,
+    actor: str = "certification-gate",
+    report_slos: SloReporter | None = None,
+) -> list[GateDecision]:
+    """Certify (or refuse) everything ``run_id`` built for certified assets, then its dashboards. Idempotent."""
+    decisions = certify_and_deliver(platform, pending_builds(platform, run_id), run_succeeded, actor, report_slos)
+    if run_succeeded:
+        decisions += certify_dashboards(platform, run_id, actor)
+    return decisions
+
+
+def pending_builds(platform: Platform, run_id: str) -> list[PartitionEvent]:
+    """The newest build of each certified (asset, partition) in the run that the gate has not decided yet."""
+    events = platform.ledger.partitions
+    decided = {e.detail.get("built_event_id") for e in events.events(run_id=run_id, states=(CERTIFIED, CERTIFICATION_REFUSED))}
+    newest: dict[tuple[str, str], PartitionEvent] = {}
+    for event in events.events(run_id=run_id, states=(BUILT,)):
+        if event.asset in CERTIFIED_ASSETS:
+            newest[(event.asset, event.partition)] = event
+    return [e for e in newest.values() if e.id not in decided]
+
+
+def certify_and_deliver(
+    platform: Platform,
+    builds: list[PartitionEvent],
+    run_succeeded: bool,
+    actor: str,
+    report_slos: SloReporter | None = None,
+) -> list[GateDecision]:
+    """The gate on ``builds``, then the delivery of every day it certified whole."""
+    decisions = certify_builds(platform, builds, run_succeeded, actor)
+    results = deliver(platform, builds, decisions, platform.clock.now())
+    if results and report_slos is not None:
+        report_slos(results)
+    return decisions
+
+
+def deliver(
+    platform: Platform, builds: list[PartitionEvent], decisions: list[GateDecision], at: datetime
+) -> list[SloResult]:
+    """Days whose every certified product was just certified are delivered: measure their SLOs."""
+    delivered = {d.partition for d in decisions if d.certified} - {d.partition for d in decisions if not d.certified}
+    by_partition = {e.partition: e for e in builds}
+    results: list[SloResult] = []
+    for partition in sorted(delivered):
+        build = by_partition[partition]
+        results += record_first_delivery(platform.ledger, partition, build.run_id, build.lane, at)
+    return results

@@ -1,0 +1,51 @@
+"""The ledger: one append-only engine and the stores of the domains that live in ``store/``.
+
+``Ledger(path)`` opens them together: ``partitions`` (states and served
+versions), ``batches``, ``checks``, ``holds``, ``slos``, ``backfills`` and
+``runs``. Domains that live elsewhere own their tables the same way over
+``ledger.engine``: incidents (``ops/incidents/store.py``), contract approvals
+(``product/contract_approvals.py``), dashboard deployments
+(``product/dashboards.py``) and the access log (``ops/access/access_log.py``).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from .backfill_requests import BackfillRequests
+from .batches import BatchRecords
+from .check_results import CheckResults
+from .engine import LedgerEngine
+from .holds import CertificationHolds
+from .partition_states import PartitionStates
+from .run_records import RunRecords
+from .slo_records import SloRecords
+
+
+class Ledger:
+    """The ledger of one home: its engine and the store-level domain stores over it."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.engine = LedgerEngine(self.path)
+        self.partitions = PartitionStates(self.engine)
+        self.batches = BatchRecords(self.engine)
+        self.checks = CheckResults(self.engine)
+        self.holds = CertificationHolds(self.engine)
+        self.slos = SloRecords(self.engine)
+        self.backfills = BackfillRequests(self.engine)
+        self.runs = RunRecords(self.engine)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Appends of any store inside it commit together (see ``LedgerEngine.transaction``)."""
+        with self.engine.transaction():
+            yield
+
+    def allocate_id(self, kind: str) -> str:
+        return self.engine.allocate_id(kind)
+
+    def close(self) -> None:
+        self.engine.close()

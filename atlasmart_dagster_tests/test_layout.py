@@ -1,0 +1,182 @@
+"""The package's structure holds: layers import downward only, no import cycles, no private APIs.
+
+Walks every module's imports (top level and function-local alike) with ``ast``:
+nothing is imported or run, so a test failure names the file and line to fix.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "atlasmart_dagster"
+
+# Lower layers never import higher ones. A module belongs to the first layer
+# whose prefix matches its dotted path inside the package.
+LAYERS = (
+    ("errors",),
+    ("domain",),
+    ("transforms",),
+    ("store",),
+    ("product",),
+    ("defs",),
+    ("ops",),
+    ("definitions", "__init__"),
+    ("cli", "drills", "bench"),
+)
+
+# Modules allowed to reach into a library's private API, each the narrowest
+# adapter for something the public API cannot do, with a test that fails when
+# an upgrade changes the behaviour relied on.
+PRIVATE_ADAPTERS = {
+    "store.iceberg_adapter": "pyiceberg",
+    "ops.dagster_backfill_adapter": "dagster",
+}
+WATCHED_LIBRARIES = ("dagster", "pyiceberg", "argparse")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _is_package(name: str) -> bool:
+    return MODULES[name].name == "__init__.py"
+
+
+def _imports(name: str) -> list[tuple[int, str, bool]]:
+    """(line, imported module, is-private-name) for every import in module ``name``."""
+    path = MODULES[name]
+    tree = ast.parse(path.read_text(), str(path))
+    here = name.split(".") if _is_package(name) else name.split(".")[:-1]
+    if name == "__init__":
+        here = []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name, False) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+                target = ".".join(["atlasmart_dagster", *base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}"
+                inner = candidate.removeprefix("atlasmart_dagster.")
+                module = candidate if inner in MODULES else target
+                out.append((node.lineno, module, alias.name.startswith("_") and not alias.name.startswith("__")))
+    return out
+
+
+def _internal(module: str) -> str | None:
+    if module == "atlasmart_dagster":
+        return "__init__"
+    if module.startswith("atlasmart_dagster."):
+        inner = module.removeprefix("atlasmart_dagster.")
+        while inner and inner not in MODULES:
+            inner = inner.rpartition(".")[0]
+        return inner or None
+    return None
+
+
+def _layer(name: str) -> int:
+    for index, prefixes in enumerate(LAYERS):
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            return index
+    raise AssertionError(f"module {name} is in no layer: add its folder to LAYERS")
+
+
+def test_every_module_has_a_layer():
+    for name in MODULES:
+        _layer(name)
+
+
+def test_layers_import_downward_only():
+    upward = []
+    for name in sorted(MODULES):
+        for line, module, _ in _imports(name):
+            target = _internal(module)
+            if target and _layer(target) > _layer(name):
+                upward.append(f"{MODULES[name].relative_to(PACKAGE.parent)}:{line} imports {target}")
+    assert not upward, "imports that run up the layers:\n" + "\n".join(upward)
+
+
+def test_no_import_cycles():
+    graph = {name: {t for _, m, _ in _imports(name) if (t := _internal(m)) and t != name} for name in MODULES}
+    # a package's __init__ re-exporting its modules is not a cycle of meaning
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_private_library_apis_outside_their_adapter():
+    reach_ins = []
+    for name in sorted(MODULES):
+        for line, module, private_name in _imports(name):
+            root = module.split(".")[0]
+            if root not in WATCHED_LIBRARIES:
+                continue
+            private = private_name or any(part.startswith("_") for part in module.split("."))
+            if private and PRIVATE_ADAPTERS.get(name) != root:
+                reach_ins.append(f"{MODULES[name].relative_to(PACKAGE.parent)}:{line} imports private {module}")
+    assert not reach_ins, "private library APIs outside their adapter:\n" + "\n".join(reach_ins)
+
+
+def test_no_private_attribute_reach_ins():
+    """``obj._private = ...`` / ``obj._private`` on a library object (argparse's ``_parser_class`` was one)."""
+    known_private_attributes = {"_parser_class", "_check_pyarrow_schema_compatible"}
+    found = []
+    for name, path in sorted(MODULES.items()):
+        if name in PRIVATE_ADAPTERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in known_private_attributes:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} uses {node.attr}")
+    assert not found, "\n".join(found)
+
+
+def test_module_names_are_not_twins():
+    """No two modules share a file name (``metrics.py`` twice sent readers to the wrong file)."""
+    by_stem: dict[str, list[str]] = {}
+    for name in MODULES:
+        stem = name.rpartition(".")[2]
+        if stem in ("__init__",) or _is_package(name):
+            continue
+        by_stem.setdefault(stem, []).append(name)
+    twins = {stem: names for stem, names in by_stem.items() if len(names) > 1}
+    assert not twins, f"module names used twice: {twins}"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_module_says_what_it_holds(name):
+    tree = ast.parse(MODULES[name].read_text())
+    if _is_package(name) and not tree.body:
+        return
+    assert ast.get_docstring(tree), f"{MODULES[name]} has no module docstring"
