@@ -23,7 +23,7 @@ from .defs.assets.sources import ERP_ORDER_LINES
 from .defs.assets.staging import stg_order_lines
 from .defs.automation.jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job, reference_job
 from .defs.automation.schedules import daily_sales_schedule
-from .defs.automation.sensors import certification_sensor, incident_sensor, landing_manifest_sensor
+from .defs.automation.sensors import certification_sensor, landing_manifest_sensor
 from .defs.checks.golden_checks import dashboard_golden_checks
 from .defs.checks.reconciliation_checks import (
     agg_matches_fact,
@@ -34,6 +34,7 @@ from .defs.checks.reconciliation_checks import (
 )
 from .defs.checks.slo_checks import partition_slos
 from .defs.resources import AtlasmartResource
+from .ops.incidents.incident_sensor import incident_sensor
 
 ASSETS = [
     ERP_ORDER_LINES,

@@ -15,6 +15,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import functools
 import signal
 import sys
 
@@ -70,9 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_common_options(defaults=True)],
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Every command also accepts the common options after its name
+    # (``atlasmart status --json``), through the public ``parser_class`` hook.
     per_command = _common_options(defaults=False)
-    sub._parser_class = lambda **kw: argparse.ArgumentParser(parents=[per_command], **kw)
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        parser_class=functools.partial(argparse.ArgumentParser, parents=[per_command]),
+    )
     for module in COMMAND_MODULES:
         module.register(sub)
     p = sub.add_parser("dagster-home", help=cmd_dagster_home.__doc__, description=cmd_dagster_home.__doc__)

@@ -14,7 +14,7 @@ from typing import Callable, TypeVar
 
 import dagster as dg
 
-from ..errors import InjectedTransientError, PermanentError, SourceNotReady, is_transient
+from ..errors import PermanentError, SourceNotReady, is_transient
 
 STORAGE_RETRY_POLICY = dg.RetryPolicy(
     max_retries=3,
@@ -22,8 +22,6 @@ STORAGE_RETRY_POLICY = dg.RetryPolicy(
     backoff=dg.Backoff.EXPONENTIAL,
     jitter=dg.Jitter.PLUS_MINUS,
 )
-
-INJECT_TRANSIENT_TAG = "atlasmart/inject_transient"
 
 F = TypeVar("F", bound=Callable)
 
@@ -53,13 +51,3 @@ def classified(fn: F) -> F:
             ) from exc
 
     return wrapper  # type: ignore[return-value]
-
-
-def maybe_inject_transient(context: dg.AssetExecutionContext, asset_name: str) -> None:
-    """Drills: fail the first attempt of ``asset_name`` when the run asks for it by tag."""
-    targets = {t.strip() for t in context.run.tags.get(INJECT_TRANSIENT_TAG, "").split(",") if t.strip()}
-    if asset_name in targets and context.retry_number == 0:
-        raise InjectedTransientError(
-            f"injected transient failure in {asset_name} (attempt {context.retry_number + 1}); "
-            "the retry policy should recover"
-        )

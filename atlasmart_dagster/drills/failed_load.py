@@ -33,7 +33,6 @@ from typing import Any
 
 import dagster as dg
 
-from ..defs.retries import INJECT_TRANSIENT_TAG
 from ..domain.check_names import AGG_MATCHES_FACT
 from ..domain.controls import ControlTuple
 from ..ops.backfills import BackfillRequest, run_backfill
@@ -52,7 +51,7 @@ from ..store.tables import (
     METRIC_GROSS_REVENUE,
     STG_ORDER_LINES,
 )
-from .faults import corrupt_aggregate_cost
+from .faults import INJECT_TRANSIENT_TAG, corrupt_aggregate_cost, transient_faults_by_tag
 from .harness import DrillWorld, hhmm, write_json
 
 DAY = "2026-09-21"
@@ -286,7 +285,8 @@ def run_drill(workdir: Path, ephemeral_instance: bool = False, log_level: str | 
     """Play both timelines; write the evidence under ``workdir/artifacts``; return the summary."""
     workdir = Path(workdir)
     healthy_world = DrillWorld(workdir / "healthy", ephemeral_instance, log_level)
-    healthy = play_daily_load(healthy_world, HEALTHY)
+    with transient_faults_by_tag():  # the sensor-triggered load asks for a transient fact_sales failure
+        healthy = play_daily_load(healthy_world, HEALTHY)
     repair, recorded = play_historical_repair(healthy_world)
     replay = play_replay(healthy_world)
     late_world = DrillWorld(workdir / "late_manifest", ephemeral_instance, log_level)

@@ -28,8 +28,8 @@ from ..product.slo import due_at, latest_results
 from ..store.clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
 from ..store.platform import Platform
 from ..store.tables import FACT_SALES, MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES, STG_ORDER_LINES
+from .faults import drift_rename_field
 from .harness import DrillWorld, hhmm, write_json
-from .landing_helpers import drift_rename_field
 
 DAY = "2026-09-21"
 NEXT = "2026-09-22"

@@ -26,6 +26,7 @@ from ..errors import LaneViolation
 from ..product.lanes import BACKFILL, INCLUDE_CURRENT_TAG, LANE_TAG, current_partition
 from ..store.locks import lane_lock
 from ..store.platform import Platform
+from .dagster_backfill_adapter import queue_asset_backfill
 from .runs import RunOutcome, run_chain
 
 OPERATOR_TAG = "atlasmart/operator"
@@ -146,30 +147,18 @@ def _admit(platform: Platform, request: BackfillRequest) -> str:
 def submit_to_daemon(defs: dg.Definitions, instance: dg.DagsterInstance, platform: Platform, request: BackfillRequest) -> str:
     """Queue the backfill as a Dagster asset backfill; the daemon runs it in the backfill lane.
 
-    Dagster 1.13 has no public Python API to launch an asset backfill (the UI
-    uses GraphQL); this uses the same internal constructor the UI's mutation
-    does. Returns the Dagster backfill id.
+    Returns the Dagster backfill id.
     """
-    from dagster._core.execution.backfill import PartitionBackfill
-    from dagster._core.utils import make_new_backfill_id
-    from dagster._time import get_current_timestamp
-
     request_id = _admit(platform, request)
-    backfill_id = make_new_backfill_id()
-    backfill = PartitionBackfill.from_asset_partitions(
-        backfill_id=backfill_id,
-        asset_graph=defs.resolve_asset_graph(),
-        partition_names=request.partitions,
-        asset_selection=request.asset_keys,
-        backfill_timestamp=get_current_timestamp(),
+    backfill_id = queue_asset_backfill(
+        defs,
+        instance,
+        partitions=request.partitions,
+        asset_keys=request.asset_keys,
         tags=request.tags(request_id),
-        dynamic_partitions_store=instance,
-        all_partitions=False,
         title=f"{request_id}: {request.start}..{request.end}",
         description=f"{request.operator}: {request.reason}",
-        run_config=None,
     )
-    instance.add_backfill(backfill)
     platform.ledger.backfills.record(
         request_id, "SUBMITTED", asdict(request), platform.clock.now(), dagster_backfill_id=backfill_id
     )

@@ -30,26 +30,19 @@ from contextlib import contextmanager
 from datetime import date
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError, ValidationException
 from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In, LessThanOrEqual
-from pyiceberg.io.pyarrow import (
-    _check_pyarrow_schema_compatible,
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    parquet_path_to_id_mapping,
-)
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-from pyiceberg.table import Table, TableProperties, Transaction
+from pyiceberg.table import Table, TableProperties
 from sqlalchemy import select
 
 from ..errors import TransientError, is_transient
 from .home import AtlasmartHome
+from .iceberg_adapter import CachedViewTransaction, data_files_for
 from .tables import NAMESPACE, TableSpec
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
@@ -58,6 +51,10 @@ _PARQUET = "(FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 122880)"
 _WRITERS = max(2, min(4, os.cpu_count() or 2))
 COMMIT_ATTEMPTS = 8
 SNAPSHOT_PROPERTY_PREFIX = "atlasmart."
+# Called with (home, table name) after a commit's data files are written and
+# before the commit. Empty in production: crash tests register a pause here to
+# kill a process mid-commit (atlasmart_dagster_tests/e2e/pause_before_commit.py).
+COMMIT_HOOKS: list[Callable[[AtlasmartHome, str], None]] = []
 TABLE_PROPERTIES = {
     # pyiceberg re-bases a lost commit on the new head and reuses the files it
     # wrote; more attempts than the default 4 keep two lanes from starving.
@@ -92,71 +89,6 @@ def _partition_filter(spec: TableSpec, partitions: Sequence[str] | None):
         # for every manifest entry (quadratic for a year of days).
         return And(GreaterThanOrEqual(spec.partition_column, days[0]), LessThanOrEqual(spec.partition_column, days[-1]))
     return In(spec.partition_column, days)
-
-
-class _Transaction(Transaction):
-    """pyiceberg's Transaction, with its view of the metadata computed once per change.
-
-    ``Transaction.table_metadata`` re-applies the pending updates to the base
-    metadata and deep-copies the result on every access, and a commit reads
-    it ~18 times: ~0.3 s of a 100k-row day's run, growing with the table's
-    snapshot history. The metadata models are frozen, so the view can be
-    shared until the base (refreshed on a commit retry) or the tuple of
-    pending updates (replaced on every change) is a different object.
-    """
-
-    _view: tuple | None = None
-
-    @property
-    def table_metadata(self):
-        base, updates = self._table.metadata, self._updates
-        view = self._view
-        if view is None or view[0] is not base or view[1] is not updates:
-            view = (base, updates, super().table_metadata)
-            self._view = view
-        return view[2]
-
-
-def _data_files(table: Table, metadata, paths: Sequence[str]) -> list[DataFile]:
-    """Iceberg DataFile entries (partition, sizes, column statistics) for Parquet files we wrote.
-
-    What pyiceberg's ``parquet_file_to_data_file`` does, with the per-table
-    work done once instead of per file: a range write adds one file per day
-    and table, all from one COPY with one schema, and re-checking that schema
-    for each of 2,920 files of a year cost ~4 ms apiece.
-    """
-    schema = metadata.schema()
-    spec = metadata.spec()
-    stats_plan = compute_statistics_plan(schema, metadata.properties)
-    id_mapping = parquet_path_to_id_mapping(schema)
-    checked: list = []
-    out = []
-    for path in paths:
-        input_file = table.io.new_input(path)
-        with input_file.open() as stream:
-            parquet_metadata = pq.read_metadata(stream)
-        arrow_schema = parquet_metadata.schema.to_arrow_schema()
-        if not any(arrow_schema.equals(seen) for seen in checked):
-            _check_pyarrow_schema_compatible(schema, arrow_schema, format_version=metadata.format_version)
-            checked.append(arrow_schema)
-        statistics = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=parquet_metadata, stats_columns=stats_plan, parquet_column_mapping=id_mapping
-        )
-        out.append(
-            DataFile.from_args(
-                content=DataFileContent.DATA,
-                file_path=path,
-                file_format=FileFormat.PARQUET,
-                partition=statistics.partition(spec, schema),
-                file_size_in_bytes=len(input_file),
-                sort_order_id=None,
-                spec_id=metadata.default_spec_id,
-                equality_ids=None,
-                key_metadata=None,
-                **statistics.to_serialized_dict(),
-            )
-        )
-    return out
 
 
 def _local_path(uri: str) -> str:
@@ -369,18 +301,19 @@ class Warehouse:
         if not replaced and not files:
             # Nothing to delete, nothing to add: the state is unchanged (None for a table never written).
             return current.snapshot_id if current else None
-        with _Transaction(table) as transaction:
+        with CachedViewTransaction(table) as transaction:
             if transaction.table_metadata.name_mapping() is None:
                 # DuckDB writes Parquet without Iceberg field ids: readers map columns by name.
                 mapping = transaction.table_metadata.schema().name_mapping.model_dump_json()
                 transaction.set_properties(**{TableProperties.DEFAULT_NAME_MAPPING: mapping})
-            added = _data_files(table, transaction.table_metadata, files)
+            added = data_files_for(table, transaction.table_metadata, files)
             with transaction.update_snapshot(snapshot_properties=props).overwrite() as overwrite:
                 for data_file in replaced:
                     overwrite.delete_data_file(data_file)
                 for data_file in added:
                     overwrite.append_data_file(data_file)
-            pause_before_commit(self.home, spec.name)
+            for hook in COMMIT_HOOKS:
+                hook(self.home, spec.name)
         return table.current_snapshot().snapshot_id
 
     def _write_files(
@@ -539,26 +472,6 @@ class Warehouse:
                 }
             )
         return out
-
-
-PAUSE_ENV = "ATLASMART_PAUSE_BEFORE_COMMIT"
-
-
-def pause_before_commit(home: AtlasmartHome, table: str) -> None:
-    """Fault injection for crash tests: hold a commit after its data files are written.
-
-    ``ATLASMART_PAUSE_BEFORE_COMMIT=fact_sales:60`` makes the next commit to
-    ``fact_sales`` write a marker file and wait 60 s before committing, so a
-    test can kill the process mid-commit. Unset in production.
-    """
-    setting = os.environ.get(PAUSE_ENV, "")
-    name, _, seconds = setting.partition(":")
-    if name != table:
-        return
-    marker = home.locks_dir / f"paused-before-commit-{table}"
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(str(os.getpid()))
-    time.sleep(float(seconds or 60))
 
 
 def plan_chunks(row_counts: dict[str, int], max_rows: int) -> list[list[str]]:

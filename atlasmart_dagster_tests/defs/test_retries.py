@@ -6,7 +6,7 @@ import duckdb
 import pytest
 from pyiceberg.exceptions import CommitFailedException
 
-from atlasmart_dagster.defs.retries import INJECT_TRANSIENT_TAG
+from atlasmart_dagster.drills.faults import INJECT_TRANSIENT_TAG, transient_faults_by_tag
 from atlasmart_dagster.errors import ContractViolation, SourceNotReady, TransientError, is_transient
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.ledger.partition_states import BUILT
@@ -32,9 +32,10 @@ def test_classification(exc, transient):
 
 
 def test_injected_transient_failure_is_retried_and_published_once(env):
-    outcome = run_chain(
-        env.defs, env.instance, env.platform, ["2026-09-20"], lane="backfill", tags={INJECT_TRANSIENT_TAG: "fact_sales"}
-    )
+    with transient_faults_by_tag():
+        outcome = run_chain(
+            env.defs, env.instance, env.platform, ["2026-09-20"], lane="backfill", tags={INJECT_TRANSIENT_TAG: "fact_sales"}
+        )
     assert outcome.success and outcome.certified == ["2026-09-20"]
     fact_events = [e.event_type_value for e in outcome.result.all_events if e.step_key == "fact_sales"]
     assert "STEP_UP_FOR_RETRY" in fact_events and "STEP_RESTARTED" in fact_events and fact_events[-1] == "STEP_SUCCESS"
@@ -54,3 +55,12 @@ def test_permanent_failure_is_not_retried_and_keeps_the_certified_version(env):
     assert first.success and not second.success
     assert [e.event_type_value for e in second.result.all_events].count("STEP_UP_FOR_RETRY") == 0
     assert env.ledger.partitions.served("mart_finance_daily_sales", day) == served
+
+
+def test_without_the_drill_seam_the_tag_injects_nothing(env):
+    """Production registers no step hook: a run tagged for a fault by mistake just runs."""
+    outcome = run_chain(
+        env.defs, env.instance, env.platform, ["2026-09-20"], lane="backfill", tags={INJECT_TRANSIENT_TAG: "fact_sales"}
+    )
+    events = [e.event_type_value for e in outcome.result.all_events if e.step_key == "fact_sales"]
+    assert outcome.success and "STEP_UP_FOR_RETRY" not in events

@@ -34,10 +34,11 @@ def test_killed_mid_commit(env, tmp_path):
 
     marker = env.home / "locks" / "paused-before-commit-fact_sales"
     child = subprocess.Popen(
-        [Path(sys.executable).parent / "atlasmart", "--home", str(env.home), "--landing", str(env.landing),
+        [sys.executable, "-m", "atlasmart_dagster_tests.e2e.pause_before_commit", "fact_sales", "300",
+         "--home", str(env.home), "--landing", str(env.landing),
          "--ephemeral-instance", "backfill", "--from", DAY, "--to", DAY, "--operator", "crash-test",
          "--reason", "restate the day"],
-        env={**os.environ, "ATLASMART_PAUSE_BEFORE_COMMIT": "fact_sales:300"},
+        cwd=Path(__file__).resolve().parents[2],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:

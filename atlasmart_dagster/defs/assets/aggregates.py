@@ -10,7 +10,7 @@ from ...transforms.aggregates import agg_daily_sales_sql
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
+from ..retries import STORAGE_RETRY_POLICY, classified
 from .step import Step
 
 
@@ -38,7 +38,6 @@ def agg_daily_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     con = duckdb_connection()
     for chunk in plan_chunks(counts, step.platform.chunk_rows):
         step.warehouse.register(con, FACT_SALES, chunk)
-        maybe_inject_transient(context, "agg_daily_sales")
         snapshot_id = step.warehouse.overwrite_sql(
             AGG_DAILY_SALES, con, agg_daily_sales_sql(chunk), chunk, step.snapshot_properties()
         )

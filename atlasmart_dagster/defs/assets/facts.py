@@ -12,7 +12,7 @@ from ...transforms.facts import fact_sales_sql
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
+from ..retries import STORAGE_RETRY_POLICY, classified
 from .step import CheckOutcome, Step
 
 
@@ -52,7 +52,6 @@ def fact_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) 
     con = duckdb_connection()
     for chunk in plan_chunks(counts, step.platform.chunk_rows):
         step.warehouse.register(con, STG_ORDER_LINES, chunk)
-        maybe_inject_transient(context, "fact_sales")
         snapshot_id = step.warehouse.overwrite_sql(FACT_SALES, con, fact_sales_sql(), chunk, step.snapshot_properties())
 
         # Reconcile what was *published* (read back at the new snapshot) with staging.

@@ -17,7 +17,7 @@ from ...transforms.marts import executive_mart_sql, finance_mart_sql
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
+from ..retries import STORAGE_RETRY_POLICY, classified
 from .certification_candidates import record_certification_candidates
 from .step import Step
 
@@ -35,7 +35,6 @@ def _build_mart(context, atlasmart: AtlasmartResource, spec: TableSpec, build) -
     for chunk in plan_chunks(counts, step.platform.chunk_rows):
         step.warehouse.register(con, AGG_DAILY_SALES, chunk)
         step.warehouse.register(con, METRIC_GROSS_REVENUE, chunk)
-        maybe_inject_transient(context, spec.name)
         snapshot_id = step.warehouse.overwrite_sql(spec, con, build(), chunk, step.snapshot_properties())
         record_certification_candidates(step, con, spec, chunk, snapshot_id)
     con.close()

@@ -10,7 +10,7 @@ from ...transforms.semantic import metric_sql
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
+from ..retries import STORAGE_RETRY_POLICY, classified
 from .certification_candidates import record_certification_candidates
 from .step import Step
 
@@ -45,7 +45,6 @@ def metric_gross_revenue(context: dg.AssetExecutionContext, atlasmart: Atlasmart
     con = duckdb_connection()
     for chunk in plan_chunks(counts, step.platform.chunk_rows):
         step.warehouse.register(con, FACT_SALES, chunk)
-        maybe_inject_transient(context, "metric_gross_revenue")
         snapshot_id = step.warehouse.overwrite_sql(
             METRIC_GROSS_REVENUE, con, metric_sql(chunk), chunk, step.snapshot_properties()
         )

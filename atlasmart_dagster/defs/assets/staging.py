@@ -10,7 +10,7 @@ from ...transforms.staging import REASONS, run_gate
 from ..lineage import lineage_metadata
 from ..partitions import daily_partitions
 from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified, maybe_inject_transient
+from ..retries import STORAGE_RETRY_POLICY, classified
 from .step import CheckOutcome, Step
 
 
@@ -72,7 +72,6 @@ def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | Non
 def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
     """Run the quality gate over raw rows; write accepted rows and quarantine atomically per table."""
     step = Step(context, atlasmart, "stg_order_lines")
-    maybe_inject_transient(context, "stg_order_lines")
     reconcile = CheckOutcome(
         "stg_order_lines", STAGED_ROWS_RECONCILE, True, "manifest rows = raw rows = accepted + quarantined"
     )

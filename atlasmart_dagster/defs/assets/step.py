@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import dagster as dg
 
@@ -18,6 +18,11 @@ from ..resources import AtlasmartResource
 
 # How many failing partitions a check lists in its UI metadata (the ledger has all).
 _MAX_LISTED = 20
+
+# Called with every asset step as it starts, before it reads or writes
+# anything. Empty in production: drills and tests register fault injectors
+# here (``drills/faults.py``), so no asset body carries drill code.
+STEP_START_HOOKS: list[Callable[["Step"], None]] = []
 
 
 @dataclass(frozen=True)
@@ -91,8 +96,11 @@ class Step:
         self.partitions = self._partitions()
         self._batch_ids: dict[str, list[str]] = {}
         retry = getattr(context, "retry_number", 0)
-        if isinstance(context, dg.AssetExecutionContext) and retry:
-            self.ledger.runs.record_retry(self.run_id, asset, retry + 1, self.now())
+        if isinstance(context, dg.AssetExecutionContext):
+            if retry:
+                self.ledger.runs.record_retry(self.run_id, asset, retry + 1, self.now())
+            for hook in STEP_START_HOOKS:
+                hook(self)
 
     def _partitions(self) -> list[str]:
         if isinstance(self.context, dg.AssetExecutionContext):

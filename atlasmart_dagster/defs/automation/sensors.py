@@ -1,4 +1,7 @@
-"""Sensors: start loads when sources are ready, certify what successful runs built."""
+"""Sensors: start loads when sources are ready, certify what successful runs built.
+
+The incident sensor lives with the incident workflow (``ops/incidents/incident_sensor.py``).
+"""
 
 
 import dagster as dg
@@ -127,22 +130,3 @@ def golden_check_request(decisions, run_id: str) -> dg.RunRequest | None:
     if any(d.certified and d.asset in CERTIFIED_ASSETS for d in decisions):
         return dg.RunRequest(run_key=f"golden-{run_id}")
     return None
-
-
-@dg.sensor(
-    name="incident_sensor",
-    minimum_interval_seconds=60,
-    description=(
-        "Opens or updates incidents from evidence: failed blocking checks and dashboard golden checks, missed "
-        "SLOs, failed runs of the certified chain, and days still blocked upstream 10 minutes after their "
-        "schedule. Idempotent: each piece of evidence reaches exactly one incident."
-    ),
-)
-def incident_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):
-    from ...ops.incidents.detection import detect
-
-    touched = detect(atlasmart.platform, context.instance)
-    if not touched:
-        return dg.SkipReason("no new evidence of trouble")
-    context.log.warning(f"incidents opened or updated: {', '.join(touched)}")
-    return dg.SkipReason(f"incidents opened or updated: {', '.join(touched)} (see atlasmart incident list)")

@@ -9,7 +9,7 @@ from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from atlasmart_dagster.cli.main import main
-from atlasmart_dagster.defs.retries import INJECT_TRANSIENT_TAG
+from atlasmart_dagster.drills.faults import INJECT_TRANSIENT_TAG, transient_faults_by_tag
 from atlasmart_dagster.ops.observability.logs import read_log
 from atlasmart_dagster.ops.observability.prometheus import registry_for
 from atlasmart_dagster.ops.runs import run_chain
@@ -36,7 +36,9 @@ def scrape(platform) -> dict[tuple[str, tuple], float]:
 def test_metrics_endpoint_after_the_demo(env, capsys):
     assert main(["--home", str(env.home), "--landing", str(env.landing), "--ephemeral-instance", "demo"]) == 0
     capsys.readouterr()
-    run_chain(env.defs, env.instance, env.platform, ["2026-09-20"], lane="backfill", tags={INJECT_TRANSIENT_TAG: "agg_daily_sales"})
+    with transient_faults_by_tag():
+        run_chain(env.defs, env.instance, env.platform, ["2026-09-20"], lane="backfill",
+                  tags={INJECT_TRANSIENT_TAG: "agg_daily_sales"})
     m = scrape(env.platform)
     assert m[("atlasmart_records_processed_total", (("layer", "staging"),))] == 13 + 3
     assert m[("atlasmart_records_quarantined_total", (("layer", "staging"),))] == 3

@@ -1,0 +1,28 @@
+"""The incident sensor: detection as the Dagster daemon runs it, once a minute.
+
+It lives with the incident workflow rather than with the loading sensors in
+``defs/automation/``: it acts on evidence the platform recorded, and opening
+an incident is operations, not loading.
+"""
+
+import dagster as dg
+
+from ...defs.resources import AtlasmartResource
+from .detection import detect
+
+
+@dg.sensor(
+    name="incident_sensor",
+    minimum_interval_seconds=60,
+    description=(
+        "Opens or updates incidents from evidence: failed blocking checks and dashboard golden checks, missed "
+        "SLOs, failed runs of the certified chain, and days still blocked upstream 10 minutes after their "
+        "schedule. Idempotent: each piece of evidence reaches exactly one incident."
+    ),
+)
+def incident_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):
+    touched = detect(atlasmart.platform, context.instance)
+    if not touched:
+        return dg.SkipReason("no new evidence of trouble")
+    context.log.warning(f"incidents opened or updated: {', '.join(touched)}")
+    return dg.SkipReason(f"incidents opened or updated: {', '.join(touched)} (see atlasmart incident list)")
