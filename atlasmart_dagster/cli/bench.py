@@ -11,8 +11,8 @@ from .output import print_json
 
 def cmd_generate(args: argparse.Namespace, ctx: CliContext) -> int:
     """Write a landing zone of N days x M rows (Parquet + manifests) and its expected controls."""
-    from ..bench.generator import generate
-    from ..bench.progress import Progress
+    from ..bench.generator import generate  # lazy: loaded by its command only
+    from ..bench.progress import Progress  # lazy: loaded by its command only
 
     progress = Progress("generate", args.days, enabled=None if not ctx.as_json else False)
     expected = generate(Path(args.out), args.days, args.rows, start=args.start,
@@ -27,7 +27,7 @@ def cmd_generate(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_bench(args: argparse.Namespace, ctx: CliContext) -> int:
     """Time our Dagster runs against the pure-DuckDB reference; write results.json, RESULTS.md and chart.png."""
-    from ..bench.runner import run_benchmark
+    from ..bench.runner import run_benchmark  # lazy: loaded by its command only
 
     workdir = Path(args.workdir) if args.workdir else ctx.platform.home.root / "bench"
     out = Path(args.out) if args.out else workdir / "results"

@@ -25,7 +25,7 @@ class CliContext:
 
     @cached_property
     def resource(self):
-        from ..defs.resources import AtlasmartResource
+        from ..defs.resources import AtlasmartResource  # lazy: loaded by its command only
 
         p = self.platform
         return AtlasmartResource(
@@ -37,7 +37,7 @@ class CliContext:
 
     @cached_property
     def defs(self) -> dg.Definitions:
-        from ..definitions import build_definitions
+        from ..definitions import build_definitions  # lazy: loaded by its command only
 
         return build_definitions(self.resource)
 
@@ -45,6 +45,6 @@ class CliContext:
     def instance(self) -> dg.DagsterInstance:
         if self.ephemeral_instance:
             return dg.DagsterInstance.ephemeral()
-        from ..store.dagster_instance import dagster_instance
+        from ..store.dagster_instance import dagster_instance  # lazy: loaded by its command only
 
         return dagster_instance(self.platform.home)

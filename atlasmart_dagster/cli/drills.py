@@ -15,17 +15,17 @@ def cmd_drill(args: argparse.Namespace, ctx: CliContext) -> int:
     """Run a drill end to end on logical time in a scratch home and write its evidence."""
     workdir = Path(args.workdir) if args.workdir else ctx.platform.home.root / "drills" / args.name
     if args.name == "failed-load":
-        from ..drills.failed_load import run_drill
+        from ..drills.failed_load import run_drill  # lazy: loaded by its command only
 
         summary = run_drill(workdir, ephemeral_instance=ctx.ephemeral_instance, log_level=ctx.log_level)
         signals = summary.pop("_signals_text")
     elif args.name == "dr":
-        from ..drills.dr import run_drill as run_dr
+        from ..drills.dr import run_drill as run_dr  # lazy: loaded by its command only
 
         summary = run_dr(workdir, ephemeral_instance=ctx.ephemeral_instance, log_level=ctx.log_level)
         signals = summary.pop("_text")
     else:
-        from ..drills.incident_drills import run_incident_drill
+        from ..drills.incident_drills import run_incident_drill  # lazy: loaded by its command only
 
         summary = run_incident_drill(args.name, workdir, ephemeral_instance=ctx.ephemeral_instance,
                                      log_level=ctx.log_level)

@@ -14,7 +14,7 @@ from .output import print_json, table
 
 
 def _workflow(ctx: CliContext):
-    from ..ops.incidents.workflow import IncidentWorkflow
+    from ..ops.incidents.workflow import IncidentWorkflow  # lazy: loaded by its command only
 
     return IncidentWorkflow(ctx.platform, ctx.defs, ctx.instance, ctx.log_level)
 
@@ -22,7 +22,7 @@ def _workflow(ctx: CliContext):
 def _partitions(args) -> list[str] | None:
     if not getattr(args, "start", None):
         return None
-    from ..defs.partitions import daily_partitions
+    from ..defs.partitions import daily_partitions  # lazy: loaded by its command only
 
     return list(daily_partitions.get_partition_keys_in_range(dg.PartitionKeyRange(args.start, args.end or args.start)))
 
@@ -46,7 +46,7 @@ def _show(ctx: CliContext, incident) -> None:
 
 def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
     """Work incidents: list, show, note, triage, contain, notify, repair, verify, resolve, postmortem, report, detect."""
-    from ..ops.incidents.detection import consumer_report, detect
+    from ..ops.incidents.detection import consumer_report, detect  # lazy: loaded by its command only
 
     wf = _workflow(ctx)
     action = args.action
@@ -125,7 +125,7 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_blast_radius(args: argparse.Namespace, ctx: CliContext) -> int:
     """Everything downstream of an asset or a source field: assets, checks, marts, dashboards, consumers, owners."""
-    from ..ops.incidents import blast_radius
+    from ..ops.incidents import blast_radius  # lazy: loaded by its command only
 
     if bool(args.asset) == bool(args.field):
         raise SystemExit("give exactly one of --asset or --field")
@@ -143,7 +143,7 @@ def cmd_blast_radius(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_contract(args: argparse.Namespace, ctx: CliContext) -> int:
     """Approve a source contract version for a batch (the owner's compatibility decision)."""
-    from ..product.contract_approvals import approvals, approve
+    from ..product.contract_approvals import approvals, approve  # lazy: loaded by its command only
 
     if args.action == "list":
         print_json(approvals(ctx.platform.ledger))
@@ -159,6 +159,7 @@ def cmd_contract(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_dashboard(args: argparse.Namespace, ctx: CliContext) -> int:
     """Show, deploy or restore a dashboard definition; `check` runs the golden cross-checks."""
+    # lazy: loaded by its command only
     from ..product.dashboards import DEFAULT_DASHBOARDS, Dashboard, current, deploy, tile_values
 
     ledger = ctx.platform.ledger
@@ -174,7 +175,7 @@ def cmd_dashboard(args: argparse.Namespace, ctx: CliContext) -> int:
     elif args.action == "restore":
         dashboard = DEFAULT_DASHBOARDS[args.dashboard]
     else:  # check
-        from ..ops.runs import run_golden_checks
+        from ..ops.runs import run_golden_checks  # lazy: loaded by its command only
 
         _, decisions = run_golden_checks(ctx.defs, ctx.instance, ctx.platform, args.actor, ctx.log_level)
         print_json([d.to_json() for d in decisions])

@@ -27,7 +27,7 @@ COMMAND_MODULES = [demo, inspecting, operations, incidents, recovery, access, ob
 
 def cmd_dagster_home(args: argparse.Namespace, ctx: CliContext) -> int:
     """Print the DAGSTER_HOME prepared for this AtlasMart home (with the project's dagster.yaml)."""
-    from ..store.dagster_instance import prepare_dagster_home
+    from ..store.dagster_instance import prepare_dagster_home  # lazy: loaded by its command only
 
     print(prepare_dagster_home(ctx.platform.home))
     return 0

@@ -10,17 +10,17 @@ from .context import CliContext
 
 def cmd_metrics(args: argparse.Namespace, ctx: CliContext) -> int:
     """Prometheus metrics from the ledger: `serve` on 127.0.0.1, or `write` a textfile for node-exporter."""
-    from ..ops.observability.prometheus import registry_for, write_textfile
+    from ..ops.observability.prometheus import registry_for, write_textfile  # lazy: loaded by its command only
 
     if args.action == "write":
         path = args.out or str(ctx.platform.home.root / "metrics" / "atlasmart.prom")
-        from pathlib import Path
+        from pathlib import Path  # lazy: loaded by its command only
 
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         write_textfile(ctx.platform, path)
         print(path)
         return 0
-    from prometheus_client import start_http_server
+    from prometheus_client import start_http_server  # lazy: loaded by its command only
 
     server, thread = start_http_server(args.port, addr="127.0.0.1", registry=registry_for(ctx.platform))
     print(f"serving http://127.0.0.1:{server.server_port}/metrics", flush=True)

@@ -38,7 +38,7 @@ def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
             scope = f"from {request.start_at} down" if request.start_at else "whole chain"
             print(f"backfill {request.start}..{request.end} ({len(request.partitions)} days, {scope}) "
                   f"in the backfill lane for {request.operator}: {request.reason}", flush=True)
-        from ..bench.progress import Progress
+        from ..bench.progress import Progress  # lazy: loaded by its command only
 
         progress = Progress("backfill", len(request.partitions), enabled=None if not ctx.as_json else False)
         outcome = run_backfill(

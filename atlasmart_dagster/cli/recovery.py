@@ -17,7 +17,7 @@ def _backup_root(ctx: CliContext, given: str | None) -> Path:
 
 def cmd_backup(args: argparse.Namespace, ctx: CliContext) -> int:
     """Back up the committed state of the home (catalog, table files, raw store, ledger), even while runs write."""
-    from ..ops.recovery import backup
+    from ..ops.recovery import backup  # lazy: loaded by its command only
 
     try:
         manifest = backup(ctx.platform, _backup_root(ctx, args.to))
@@ -33,8 +33,8 @@ def cmd_backup(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
     """Restore a backup into its (empty or damaged) home, moving what is there aside, then verify."""
-    from ..ops.recovery import restore, verify
-    from ..store.platform import Platform
+    from ..ops.recovery import restore, verify  # lazy: loaded by its command only
+    from ..store.platform import Platform  # lazy: loaded by its command only
 
     try:
         report = restore(Path(args.backup), ctx.platform.home, ctx.platform.clock.now())
@@ -54,7 +54,7 @@ def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_verify(args: argparse.Namespace, ctx: CliContext) -> int:
     """Recompute controls and fingerprints of every certified partition and compare them with the ledger."""
-    from ..ops.recovery import verify
+    from ..ops.recovery import verify  # lazy: loaded by its command only
 
     result = verify(ctx.platform)
     if ctx.as_json:
@@ -70,7 +70,7 @@ def cmd_verify(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_rollback(args: argparse.Namespace, ctx: CliContext) -> int:
     """Put one partition of one table back to the version its last certification was built on."""
-    from ..ops.recovery import rollback_partition
+    from ..ops.recovery import rollback_partition  # lazy: loaded by its command only
 
     try:
         result = rollback_partition(ctx.platform, args.asset, args.partition, args.actor, args.reason)
@@ -83,7 +83,7 @@ def cmd_rollback(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_maintain(args: argparse.Namespace, ctx: CliContext) -> int:
     """Expire Iceberg snapshots nothing relies on any more (keeps commits fast); optionally delete orphan files."""
-    from ..ops.maintenance import expire_snapshots, remove_orphan_files
+    from ..ops.maintenance import expire_snapshots, remove_orphan_files  # lazy: loaded by its command only
 
     report = {"expired": expire_snapshots(ctx.platform, keep_last=args.keep_last)}
     if args.remove_orphans:

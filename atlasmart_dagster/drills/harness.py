@@ -29,6 +29,7 @@ from ..ops.runs import RunOutcome, run_chain
 from ..product.lanes import LANE_TAG
 from ..product.run_certification import certify_run
 from ..store.clock import LogicalClock, format_ts, parse_ts
+from ..store.dagster_instance import prepare_dagster_home
 from ..store.home import sample_dir
 from ..store.platform import Platform
 
@@ -64,8 +65,6 @@ class DrillWorld:
         if ephemeral_instance:
             self.instance = dg.DagsterInstance.ephemeral()
         else:
-            from ..store.dagster_instance import prepare_dagster_home
-
             self.instance = dg.DagsterInstance.from_config(str(prepare_dagster_home(self.platform.home)))
         self.log_level = log_level
         self.signals: list[Signal] = []

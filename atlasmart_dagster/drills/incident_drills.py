@@ -18,9 +18,11 @@ from typing import Any, Callable
 from ..domain.controls import ControlTuple, format_money, total
 from ..ops.incidents.detection import detect
 from ..ops.incidents.store import Incident
-from ..ops.incidents.workflow import IncidentWorkflow, canonical_controls
+from ..ops.incidents.workflow import IncidentWorkflow
+from ..ops.runs import run_golden_checks
+from ..product.canonical_controls import canonical_controls
 from ..product.contract_approvals import approvals, approve
-from ..product.dashboards import EXECUTIVE_DASHBOARD, Dashboard, Tile, deploy, governed_values
+from ..product.dashboards import EXECUTIVE_DASHBOARD, Dashboard, Tile, current, deploy, governed_values, tile_values
 from ..product.lanes import INCLUDE_CURRENT_TAG
 from ..product.published_controls import controls_of
 from ..product.serving import partition_status, read_certified
@@ -96,8 +98,6 @@ class IncidentDrill:
         w.signal("setup", f"history {days[0]}..{days[-1]} loaded and certified; dashboards golden-checked")
 
     def golden_checks(self, label: str):
-        from ..ops.runs import run_golden_checks
-
         w = self.world
         result, decisions = run_golden_checks(w.defs, w.instance, w.platform, "certification_sensor", w.log_level)
         w.runs.append({"label": label, "run_id": result.run_id, "partitions": [], "lane": None,
@@ -379,8 +379,6 @@ class SemanticBugDrill(IncidentDrill):
         w.at(at("10:00"))
         deploy(w.platform.ledger, dropped_channel_dashboard(), "bi developer (drill)", "faster revenue tile", w.clock.now())
         w.signal("deploy", "executive dashboard v1.1.0 deployed with a hand-written revenue tile (web + store)")
-        from ..product.dashboards import current, tile_values
-
         shown = sum(tile_values(w.platform, current(w.platform.ledger, EXECUTIVE_DASHBOARD.asset))["gross_revenue_usd"].values())
         governed = sum(governed_values(w.platform).values())
         marketplace = certified_marketplace_revenue(w.platform)

@@ -22,6 +22,7 @@ from ..store.ledger.partition_states import BUILT, CERTIFIED, WITHDRAWN
 from ..store.platform import Platform
 from ..store.tables import ALL_TABLES, CERTIFIED_ASSETS
 from ..store.warehouse import reachable_files
+from .incidents.store import IncidentStore
 
 CHAIN_PINS = ("fact_sales", "agg_daily_sales", "metric_gross_revenue")
 ORPHAN_MIN_AGE_SECONDS = 3600
@@ -46,8 +47,6 @@ def protected_snapshots(platform: Platform) -> dict[str, set[int]]:
             earlier = [e for e in built.get((asset, partition), []) if e.id <= built_id]
             if earlier and earlier[-1].snapshot_id is not None:
                 protected[asset].add(earlier[-1].snapshot_id)
-    from .incidents.store import IncidentStore
-
     open_ids = {i.id for i in IncidentStore(ledger).open_incidents()}
     certifications = {e.id: e for e in ledger.partitions.events(states=(CERTIFIED,))}
     for event in ledger.partitions.events(states=(WITHDRAWN,)):

@@ -33,8 +33,10 @@ from typing import Any
 
 from pyiceberg.table import StaticTable
 
-from ..domain.controls import ControlTuple
+from ..domain.controls import ControlTuple, total
 from ..errors import AtlasmartError, TransientError
+from ..product.canonical_controls import verify_partitions
+from ..product.fingerprints import fingerprint_relation
 from ..product.published_controls import controls_of, fingerprints_of
 from ..store.clock import format_ts
 from ..store.home import AtlasmartHome
@@ -42,7 +44,7 @@ from ..store.ledger.partition_states import BUILT
 from ..store.platform import Platform
 from ..store.raw_store import sha256_file
 from ..store.tables import CERTIFIED_ASSETS, FACT_SALES, TABLES_BY_NAME
-from ..store.warehouse import reachable_files
+from ..store.warehouse import duckdb_connection, reachable_files
 
 BACKUP_FORMAT = 1
 
@@ -175,8 +177,6 @@ def verify(platform: Platform) -> dict[str, Any]:
     still served certified versions, but the day needs a re-run).
     ``certified_ok`` is what consumers rely on; ``ok`` means everything agrees.
     """
-    from .incidents.workflow import verify_partitions
-
     ledger, wh = platform.ledger, platform.warehouse
     problems: dict[str, list[str]] = {"certified": [], "raw": [], "layers": []}
     checked = {"certified_partitions": 0, "raw_batches": 0, "days": 0}
@@ -227,9 +227,6 @@ def verify(platform: Platform) -> dict[str, Any]:
 
 def fact_rows_sha256(platform: Platform) -> str:
     """SHA-256 of every fact row, in canonical order (the DR drill's before/after proof)."""
-    from ..product.fingerprints import fingerprint_relation
-    from ..store.warehouse import duckdb_connection
-
     con = duckdb_connection()
     try:
         view = platform.warehouse.register(con, FACT_SALES, name="dr_fact")
@@ -239,8 +236,6 @@ def fact_rows_sha256(platform: Platform) -> str:
 
 
 def total_fact_controls(platform: Platform) -> ControlTuple:
-    from ..domain.controls import total
-
     days = sorted({b["partition"] for b in platform.ledger.batches.list()})
     return total(controls_of(platform.warehouse, FACT_SALES, days).values())
 

@@ -24,6 +24,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..store.warehouse import duckdb_connection
+
 
 def _field_expr(name: str, type_name: str) -> str:
     col = f'"{name}"'
@@ -111,8 +113,6 @@ def fingerprints_by_partition(
 
 def fingerprint_arrow(table: pa.Table, order_by: Sequence[str]) -> str:
     """Fingerprint an Arrow table (one partition's rows)."""
-    from ..store.warehouse import duckdb_connection
-
     con = duckdb_connection()
     try:
         con.register("fp_input", table)

@@ -25,7 +25,7 @@ import duckdb
 from ..domain.contracts import CONTRACTS, Conformance, SourceContract, typed_projection_sql
 from ..errors import SourceNotReady
 from ..store.clock import format_ts
-from ..store.landing import Manifest, file_format, parse_manifest, present_fields
+from ..store.landing import Manifest, file_format, parse_manifest, present_fields, reader_sql
 from ..store.platform import Platform
 from ..store.raw_store import StoredBatch
 from .contract_approvals import resolver
@@ -66,10 +66,8 @@ class PartitionSource:
 
 def _quick_profile(con: duckdb.DuckDBPyConnection, path, fmt: str, fields: tuple[str, ...], contract: SourceContract):
     """(rows, min source_seq, max source_seq) of a data file, parsing it once."""
-    from ..store.landing import _reader_sql
-
     seq_field = contract.source_name("source_seq")
-    reader = _reader_sql(path, fmt, fields)
+    reader = reader_sql(path, fmt, fields)
     if seq_field in fields:
         typed = typed_projection_sql(contract, reader, fields)
         return con.sql(f"SELECT count(*), min(source_seq), max(source_seq) FROM ({typed})").fetchall()[0]

@@ -157,7 +157,8 @@ def file_format(name: str) -> str:
     return FORMATS[Path(name).suffix.lower()]
 
 
-def _reader_sql(path: Path, fmt: str, fields: tuple[str, ...]) -> str:
+def reader_sql(path: Path, fmt: str, fields: tuple[str, ...]) -> str:
+    """DuckDB SQL reading ``fields`` of one data file as text (JSON Lines, CSV) or as typed (Parquet)."""
     quoted = str(path).replace("'", "''")
     if fmt == "jsonl":
         columns = ", ".join(f"'{f}': 'VARCHAR'" for f in fields)
@@ -205,7 +206,7 @@ def batch_sql(
     become NULL and are named in ``type_error_fields``; the file itself stays
     in the raw store as the evidence of what was sent.
     """
-    reader = _reader_sql(path, fmt, fields)
+    reader = reader_sql(path, fmt, fields)
     # Parquet knows each row's position (parallel); text files are numbered in read order.
     position = "file_row_number + 1" if fmt == "parquet" else "row_number() OVER ()"
     numbered = f"(SELECT {position} AS __source_row, * FROM {reader})"

@@ -19,29 +19,24 @@ from typing import Any
 import dagster as dg
 
 from ...defs.checks.slo_checks import slo_reporter
-from ...domain.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
-from ...product.dashboards import DEFAULT_DASHBOARDS
-from ...product.published_controls import controls_of, metric_revenue_of
+from ...product.canonical_controls import verify_partitions
+from ...product.dashboards import DEFAULT_DASHBOARDS, current, governed_values, tile_values
+from ...product.pii import redact_for
 from ...product.run_certification import certify_and_deliver
 from ...product.serving import partition_status
 from ...store.ledger.partition_states import BUILT, WITHDRAWN
 from ...store.platform import Platform
 from ...store.tables import (
-    AGG_DAILY_SALES,
     CERTIFIED_ASSETS,
-    FACT_SALES,
-    MART_EXECUTIVE_REVENUE,
-    MART_FINANCE_DAILY_SALES,
-    RAW_ORDER_LINES,
 )
-from ...store.warehouse import duckdb_connection
-from ...transforms.staging import gate_sql
-from ..access.policy import WITHDRAW_CERTIFICATION
+from ..access.access_log import log_decision
+from ..access.policy import WITHDRAW_CERTIFICATION, AccessDenied, principal_for, require
 from ..backfills import BackfillRequest, run_backfill
+from ..runs import run_golden_checks
 from . import blast_radius as radius
 from .notices import build_notice, to_markdown
 from .store import CONTAINED, IDENTIFIED, REPAIRING, RESOLVED, VERIFYING, Incident, IncidentError, IncidentStore
-from .triage import classify
+from .triage import SEMANTIC, classify
 
 
 @dataclass
@@ -63,8 +58,6 @@ class IncidentWorkflow:
 
     # -- notes ------------------------------------------------------------
     def note(self, incident_id: str, actor: str, text: str) -> None:
-        from ...product.pii import redact_for
-
         self.store.append(incident_id, self._now(), actor, "note", redact_for(self.platform)(text))
 
     # -- identify: triage, blast radius, last known good -------------------
@@ -131,9 +124,6 @@ class IncidentWorkflow:
         return data
 
     def _authorise(self, actor: str, permission: str, action: str) -> None:
-        from ..access.access_log import log_decision
-        from ..access.policy import AccessDenied, principal_for, require
-
         try:
             principal = require(actor, permission)
         except AccessDenied as exc:
@@ -213,8 +203,6 @@ class IncidentWorkflow:
 
     def _recheck_dashboards(self, actor: str):
         """Run the dashboards' golden checks for real and certify the days that pass."""
-        from ..runs import run_golden_checks
-
         _, decisions = run_golden_checks(self.defs, self.instance, self.platform, f"{actor} (verification)",
                                          self.log_level)
         return decisions
@@ -272,8 +260,6 @@ class IncidentWorkflow:
 
 
 def _default_origin(incident: Incident, verdict: str) -> str:
-    from .triage import SEMANTIC
-
     if verdict == SEMANTIC:
         return "metric_gross_revenue"
     failed_checks = [s for s in incident.signals if s["kind"] == "check_failed"]
@@ -294,51 +280,6 @@ def _last_known_good(platform: Platform, partitions: list[str]) -> dict[str, Any
             "latest_certified_day": max(served) if served else None,
         }
     return out
-
-
-def canonical_controls(platform: Platform, partitions: list[str]) -> dict[str, ControlTuple]:
-    """Controls recomputed from the raw table through the contract rules, independent of every published layer."""
-    con = duckdb_connection()
-    try:
-        platform.warehouse.register(con, RAW_ORDER_LINES, partitions, name="verify_raw")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE verify_gated AS {gate_sql('verify_raw')}")
-        found = controls_by_date(
-            con,
-            FACT_CONTROLS_SQL,
-            """(SELECT partition_date AS sales_date, order_id, quantity, line_amount_usd AS revenue_usd,
-                       line_cost_usd AS cost_usd, line_amount_usd - line_cost_usd AS gross_profit_usd
-                FROM (SELECT *, row_number() OVER (PARTITION BY partition_date, order_id, line_no
-                                                   ORDER BY source_seq DESC, batch_id DESC, source_row DESC) AS newest
-                      FROM verify_gated WHERE reason IS NULL)
-                WHERE newest = 1 AND status = 'paid')""",
-        )
-        return {p: found.get(p, ControlTuple()) for p in partitions}
-    finally:
-        con.close()
-
-
-def verify_partitions(platform: Platform, partitions: list[str]) -> dict[str, Any]:
-    """Canonical controls vs every layer's latest build, per day and in total."""
-    canonical = canonical_controls(platform, partitions)
-    wh = platform.warehouse
-    raw_rows = wh.partition_row_counts(RAW_ORDER_LINES, partitions)
-    layers = {
-        "fact_sales": controls_of(wh, FACT_SALES, partitions),
-        "agg_daily_sales": controls_of(wh, AGG_DAILY_SALES, partitions),
-        "mart_finance_daily_sales": controls_of(wh, MART_FINANCE_DAILY_SALES, partitions),
-        "mart_executive_revenue": controls_of(wh, MART_EXECUTIVE_REVENUE, partitions),
-    }
-    metric = metric_revenue_of(wh, partitions)
-    per_day, reconciled = {}, True
-    for p in partitions:
-        mismatches = [name for name, values in layers.items() if values[p] != canonical[p]]
-        if raw_rows[p] == 0:
-            mismatches.append("no raw evidence for this day")
-        if metric[p] != canonical[p].revenue_usd:
-            mismatches.append("metric_gross_revenue")
-        reconciled &= not mismatches
-        per_day[p] = {"canonical": str(canonical[p]), "mismatches": mismatches}
-    return {"reconciled": reconciled, "per_day": per_day, "canonical_total": str(total(canonical.values()))}
 
 
 def _uncertified_builds(platform: Platform, partitions: list[str]):
@@ -362,8 +303,6 @@ def _golden_report(platform: Platform, incident: Incident) -> dict[str, Any]:
     dashboards = [s.get("asset") for s in incident.signals if s.get("asset") in DEFAULT_DASHBOARDS]
     if not dashboards:
         return {}
-    from ...product.dashboards import current, governed_values, tile_values
-
     governed = governed_values(platform)
     report, passed = {}, True
     for asset in sorted(set(dashboards)):

@@ -35,6 +35,7 @@ from ...store.clock import parse_ts
 from ...store.ledger.partition_states import BUILT, CERTIFIED
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
+from ..incidents.store import IncidentStore
 
 
 class LedgerCollector(Collector):
@@ -91,8 +92,6 @@ class LedgerCollector(Collector):
             served.add_metric([asset], len(ledger.partitions.served_map(asset)))
         yield last
         yield served
-
-        from ..incidents.store import IncidentStore
 
         yield GaugeMetricFamily("atlasmart_open_incidents", "Incidents not resolved.",
                                 value=len(IncidentStore(ledger).open_incidents()))
