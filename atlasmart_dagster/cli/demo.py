@@ -1,4 +1,4 @@
-"""Commands that load and certify data: demo, certify."""
+"""`atlasmart demo`: load every landed day end to end, certify, print the controls."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import argparse
 
 from ..domain.controls import ControlTuple, total
 from ..ops.runs import run_chain, run_reference
-from ..product.run_certification import certify_run
 from ..product.serving import partition_status
 from ..store.ledger.partition_states import BUILT
 from .context import CliContext
@@ -96,28 +95,6 @@ def cmd_demo(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0 if all(o.success for o in outcomes) else 1
 
 
-def cmd_certify(args: argparse.Namespace, ctx: CliContext) -> int:
-    """Run the certification gate for a run started elsewhere (e.g. dagster asset materialize)."""
-    record = ctx.instance.get_run_record_by_id(args.run)
-    if record is None:
-        raise SystemExit(f"run {args.run} is not in the Dagster instance {ctx.instance.root_directory}")
-    succeeded = record.dagster_run.status.value == "SUCCESS"
-    decisions = certify_run(ctx.platform, args.run, succeeded, actor=args.actor)
-    if ctx.as_json:
-        print_json([d.to_json() for d in decisions])
-    else:
-        if not decisions:
-            print(f"run {args.run}: nothing to certify (no certified asset built, or already decided)")
-        for d in decisions:
-            verdict = "CERTIFIED" if d.certified else "REFUSED: " + "; ".join(d.reasons)
-            print(f"{d.partition}  {d.asset:<26} {verdict}")
-    return 0 if all(d.certified for d in decisions) else 1
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help=cmd_demo.__doc__, description=cmd_demo.__doc__)
     p.set_defaults(handler=cmd_demo)
-    p = sub.add_parser("certify", help=cmd_certify.__doc__, description=cmd_certify.__doc__)
-    p.add_argument("--run", required=True, help="Dagster run id whose builds to certify")
-    p.add_argument("--actor", default="operator", help="who certifies (recorded in the ledger)")
-    p.set_defaults(handler=cmd_certify)

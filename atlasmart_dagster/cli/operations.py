@@ -1,4 +1,4 @@
-"""Commands that repair history: backfill."""
+"""Commands that act on runs: certify a run started elsewhere, backfill a range of days."""
 
 from __future__ import annotations
 
@@ -8,8 +8,27 @@ import time
 from ..defs.automation.jobs import DAILY_CHAIN
 from ..errors import LaneViolation
 from ..ops.backfills import BackfillRequest, run_backfill, submit_to_daemon
+from ..product.run_certification import certify_run
 from .context import CliContext
 from .output import print_json
+
+
+def cmd_certify(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Run the certification gate for a run started elsewhere (e.g. dagster asset materialize)."""
+    record = ctx.instance.get_run_record_by_id(args.run)
+    if record is None:
+        raise SystemExit(f"run {args.run} is not in the Dagster instance {ctx.instance.root_directory}")
+    succeeded = record.dagster_run.status.value == "SUCCESS"
+    decisions = certify_run(ctx.platform, args.run, succeeded, actor=args.actor)
+    if ctx.as_json:
+        print_json([d.to_json() for d in decisions])
+    else:
+        if not decisions:
+            print(f"run {args.run}: nothing to certify (no certified asset built, or already decided)")
+        for d in decisions:
+            verdict = "CERTIFIED" if d.certified else "REFUSED: " + "; ".join(d.reasons)
+            print(f"{d.partition}  {d.asset:<26} {verdict}")
+    return 0 if all(d.certified for d in decisions) else 1
 
 
 def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -61,6 +80,10 @@ def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("certify", help=cmd_certify.__doc__, description=cmd_certify.__doc__)
+    p.add_argument("--run", required=True, help="Dagster run id whose builds to certify")
+    p.add_argument("--actor", default="operator", help="who certifies (recorded in the ledger)")
+    p.set_defaults(handler=cmd_certify)
     p = sub.add_parser("backfill", help=cmd_backfill.__doc__, description=cmd_backfill.__doc__)
     p.add_argument("--from", dest="start", required=True, help="first sales_date (YYYY-MM-DD)")
     p.add_argument("--to", dest="end", required=True, help="last sales_date (YYYY-MM-DD)")

@@ -285,12 +285,12 @@ def run_drill(workdir: Path, ephemeral_instance: bool = False, log_level: str | 
     """Play both timelines; write the evidence under ``workdir/artifacts``; return the summary."""
     workdir = Path(workdir)
     healthy_world = DrillWorld(workdir / "healthy", ephemeral_instance, log_level)
-    with transient_faults_by_tag():  # the sensor-triggered load asks for a transient fact_sales failure
+    late_world = DrillWorld(workdir / "late_manifest", ephemeral_instance, log_level)
+    with transient_faults_by_tag():  # each sensor-triggered load asks for a transient fact_sales failure
         healthy = play_daily_load(healthy_world, HEALTHY)
+        late = play_daily_load(late_world, LATE_MANIFEST)
     repair, recorded = play_historical_repair(healthy_world)
     replay = play_replay(healthy_world)
-    late_world = DrillWorld(workdir / "late_manifest", ephemeral_instance, log_level)
-    late = play_daily_load(late_world, LATE_MANIFEST)
 
     expected, expected_late = HEALTHY.expected_slo(), LATE_MANIFEST.expected_slo()
     # the fault moves cost up and profit down by the same amount; the repair must restore what was recorded
@@ -299,7 +299,7 @@ def run_drill(workdir: Path, ephemeral_instance: bool = False, log_level: str | 
     acceptance = {
         "blocked_run_published_nothing": healthy["blocked_run"]["materialized_assets"] == [],
         "blocked_day_delayed_history_served": healthy["blocked_run"]["consumer_state"] == "DELAYED"
-        and set(healthy["blocked_run"]["history_still_served"].values()) == {"CERTIFIED"},
+        and set(healthy["blocked_run"]["history_still_served"].values()) == {CERTIFIED},
         "transient_failure_retried_and_published_once": healthy["retry"]["recovered"]
         and healthy["retry"]["fact_publications"] == 1,
         "healthy_slo_figures": {k: v["value"] for k, v in healthy["slo"].items()} == expected and healthy["slo_all_met"],

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from ..domain.controls import ControlTuple, format_money, total
 from ..ops.incidents.detection import detect
-from ..ops.incidents.store import Incident
+from ..ops.incidents.incident_records import Incident
 from ..ops.incidents.workflow import IncidentWorkflow
 from ..ops.runs import run_golden_checks
 from ..product.canonical_controls import canonical_controls
@@ -28,6 +28,7 @@ from ..product.published_controls import controls_of
 from ..product.serving import partition_status, read_certified
 from ..product.slo import due_at, latest_results
 from ..store.clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
+from ..store.ledger.partition_states import CERTIFIED
 from ..store.platform import Platform
 from ..store.tables import FACT_SALES, MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES, STG_ORDER_LINES
 from .faults import drift_rename_field
@@ -349,7 +350,7 @@ class SchemaDriftDrill(IncidentDrill):
                 for a in approvals(w.platform.ledger)),
             "replayed_from_preserved_raw_batch": repair.success,
             "reconciled_and_recertified": verification["passed"]
-            and partition_status(w.platform, DAY).state == "CERTIFIED",
+            and partition_status(w.platform, DAY).state == CERTIFIED,
             "controls_total_reconciled": totals_reconcile(w.platform) and verification["passed"],
             "resolved_with_postmortem": incident.status == "resolved",
         }

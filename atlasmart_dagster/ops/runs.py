@@ -20,6 +20,7 @@ from ..defs.partitions import range_tags
 from ..product.certification_gate import GateDecision, certified_partitions
 from ..product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
 from ..product.run_certification import certify_run
+from ..store.ledger.partition_states import BUILT
 from ..store.platform import Platform
 
 
@@ -154,7 +155,7 @@ class LedgerProgress:
         self._thread.start()
 
     def _snapshot(self) -> tuple[str, int, int]:
-        built = self.platform.ledger.partitions.events(run_id=self.run_id, states=("BUILT",))
+        built = self.platform.ledger.partitions.events(run_id=self.run_id, states=(BUILT,))
         if not built:
             return "starting", 0, 0
         rows = sum(e.detail.get("rows", 0) for e in built if e.asset == "raw_order_lines")

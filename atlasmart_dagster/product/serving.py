@@ -117,16 +117,16 @@ def _state(platform: Platform, partition: str, now: datetime, served_now: dict[s
         detail = "certification withdrawn; " + (
             f"serving certified version {min(a.served.version for a in served)}" if served else "nothing is served"
         )
-        return PartitionStatus(partition, "WITHDRAWN", detail, assets)
+        return PartitionStatus(partition, WITHDRAWN, detail, assets)
     if len(served) == len(assets):
         version = max(a.served.version for a in served)
         at = max(a.served.certification.recorded_at for a in served)
         if any(a.restatement_pending for a in assets):
             return PartitionStatus(
-                partition, "RESTATEMENT_PENDING", f"serving certified version {version}; newer source data is being rebuilt", assets
+                partition, RESTATEMENT_PENDING, f"serving certified version {version}; newer source data is being rebuilt", assets
             )
         restated = " (restated)" if version > 1 else ""
-        return PartitionStatus(partition, "CERTIFIED", f"version {version}{restated}, certified {at}", assets)
+        return PartitionStatus(partition, CERTIFIED, f"version {version}{restated}, certified {at}", assets)
     blocked = platform.ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BLOCKED_UPSTREAM,))
     due = due_at(partition)
     if blocked:

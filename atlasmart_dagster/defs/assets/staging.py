@@ -4,6 +4,7 @@
 import dagster as dg
 
 from ...domain.check_names import STAGED_ROWS_RECONCILE
+from ...store.ledger.partition_states import BUILT
 from ...store.tables import QUARANTINE_ORDER_LINES, RAW_ORDER_LINES, STG_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
 from ...transforms.staging import REASONS, run_gate
@@ -109,7 +110,7 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
                 step.ledger.partitions.append(
                     "quarantine_order_lines",
                     partition,
-                    "BUILT",
+                    BUILT,
                     step.now(),
                     actor=f"run:{step.run_id}",
                     snapshot_id=q_snapshot,

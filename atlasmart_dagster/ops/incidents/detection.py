@@ -26,10 +26,10 @@ from ...product.lanes import LANE_TAG
 from ...product.pii import redact_for
 from ...product.slo import SOURCE_LATE_GRACE, scheduled_at
 from ...store.clock import format_ts
-from ...store.ledger.partition_states import BLOCKED_UPSTREAM
+from ...store.ledger.partition_states import BLOCKED_UPSTREAM, BUILT
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from .store import Incident, IncidentStore
+from .incident_records import Incident, IncidentStore
 
 
 def _check_signals(platform: Platform) -> list[dict[str, Any]]:
@@ -77,7 +77,7 @@ def _source_late_signals(platform: Platform, now: datetime) -> list[dict[str, An
         return signals
     served = [platform.ledger.partitions.served_map(asset) for asset in CERTIFIED_ASSETS]
     last_built: dict[str, int] = {}
-    for e in platform.ledger.partitions.events(asset="raw_order_lines", states=("BUILT",)):
+    for e in platform.ledger.partitions.events(asset="raw_order_lines", states=(BUILT,)):
         last_built[e.partition] = max(e.id, last_built.get(e.partition, e.id))
     for event in blocked:
         partition = event.partition

@@ -18,7 +18,7 @@ from ...product.serving import partition_status
 from ...store.clock import format_ts
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from .store import Incident
+from .incident_records import Incident
 from .triage import PERFORMANCE, PIPELINE, SEMANTIC, SOURCE
 
 PRODUCT_NAMES = {

@@ -22,7 +22,7 @@ from ...product.slo import SOURCE_LATE_GRACE, scheduled_at
 from ...store.clock import minutes_between, parse_ts
 from ...store.ledger.partition_states import BLOCKED_UPSTREAM
 from ...store.platform import Platform
-from .store import Incident
+from .incident_records import Incident
 
 SOURCE, PIPELINE, SEMANTIC, PERFORMANCE, UNKNOWN = (
     "source failure", "pipeline or schema bug", "semantic error", "warehouse performance", "needs more evidence",

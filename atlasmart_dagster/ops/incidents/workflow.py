@@ -24,7 +24,7 @@ from ...product.dashboards import DEFAULT_DASHBOARDS, current, governed_values, 
 from ...product.pii import redact_for
 from ...product.run_certification import certify_and_deliver
 from ...product.serving import partition_status
-from ...store.ledger.partition_states import BUILT, WITHDRAWN
+from ...store.ledger.partition_states import BUILT, CERTIFIED, WITHDRAWN
 from ...store.platform import Platform
 from ...store.tables import (
     CERTIFIED_ASSETS,
@@ -34,8 +34,17 @@ from ..access.policy import WITHDRAW_CERTIFICATION, AccessDenied, principal_for,
 from ..backfills import BackfillRequest, run_backfill
 from ..runs import run_golden_checks
 from . import blast_radius as radius
+from .incident_records import (
+    CONTAINED,
+    IDENTIFIED,
+    REPAIRING,
+    RESOLVED,
+    VERIFYING,
+    Incident,
+    IncidentError,
+    IncidentStore,
+)
 from .notices import build_notice, to_markdown
-from .store import CONTAINED, IDENTIFIED, REPAIRING, RESOLVED, VERIFYING, Incident, IncidentError, IncidentStore
 from .triage import SEMANTIC, classify
 
 
@@ -220,7 +229,7 @@ class IncidentWorkflow:
                 problems.append("canonical controls no longer reconcile")
         for p in incident.partitions:
             state = partition_status(self.platform, p).state
-            if state != "CERTIFIED":
+            if state != CERTIFIED:
                 problems.append(f"{p} is {state}, not CERTIFIED")
         if any(h["incident_id"] == incident_id for h in self.platform.ledger.holds.active()):
             problems.append("certification is still held for this incident")

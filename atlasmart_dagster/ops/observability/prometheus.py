@@ -35,7 +35,7 @@ from ...store.clock import parse_ts
 from ...store.ledger.partition_states import BUILT, CERTIFIED
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from ..incidents.store import IncidentStore
+from ..incidents.incident_records import IncidentStore
 
 
 class LedgerCollector(Collector):

@@ -3,7 +3,7 @@
 ``Ledger(path)`` opens them together: ``partitions`` (states and served
 versions), ``batches``, ``checks``, ``holds``, ``slos``, ``backfills`` and
 ``runs``. Domains that live elsewhere own their tables the same way over
-``ledger.engine``: incidents (``ops/incidents/store.py``), contract approvals
+``ledger.engine``: incidents (``ops/incidents/incident_records.py``), contract approvals
 (``product/contract_approvals.py``), dashboard deployments
 (``product/dashboards.py``) and the access log (``ops/access/access_log.py``).
 """
