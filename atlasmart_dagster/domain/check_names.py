@@ -5,6 +5,7 @@ MANIFEST_ROWS_MATCH = "manifest_rows_match"
 SOURCE_CONTRACT_CONFORMS = "source_contract_conforms"
 # stg_order_lines
 STAGED_ROWS_RECONCILE = "staged_rows_reconcile"
+QUALITY_WITHIN_THRESHOLDS = "quality_within_contract_thresholds"
 # fact_sales
 GRAIN_UNIQUE = "grain_unique"
 NO_NEGATIVE_MONEY = "no_negative_money"

@@ -1,11 +1,22 @@
 """Source contracts: what the ERP promises to send, version by version.
 
 A contract names the fields of ``order_lines``, their types, which are
-required, the allowed channels, and (from v2 on) how fields of a newer source
-layout map onto the canonical ones. The raw layer projects every landed row
-onto the canonical typed columns with ``TRY_CAST`` and remembers which values
-failed to cast, so a type error quarantines one row instead of failing a
-batch. A *layout* mismatch (a field missing or unknown) is different: it means
+required, the allowed channels and statuses, the range of quantities and
+money, and (from v2 on) how fields of a newer source layout map onto the
+canonical ones. The raw layer projects every landed row onto the canonical
+typed columns and remembers which values failed the type rules, so a type
+error quarantines one row instead of failing a batch.
+
+Type rules are strict: a value is taken only when its *source
+representation* already is of the contract's type. Integers are written as
+integers (``2.7``, ``1.0``, ``0x10``, ``1_000`` and ``1e3`` are type errors,
+never rounded or parsed), money is a plain decimal with at most two places
+(no currency signs, no exponent), text fields are JSON strings (a number or
+an object sent as ``order_id`` is a type error, not text), dates are
+``YYYY-MM-DD``. In Parquet, the column's own type must be the contract's (an
+integer type for integers, a decimal with at most two places or an integer
+for money, text for text); a double or boolean column is a type error in
+every row that has a value. A *layout* mismatch (a field missing or unknown) is different: it means
 the source changed shape, and the whole batch is stopped at the contract gate
 until an owner approves a contract that maps it.
 """
@@ -17,6 +28,13 @@ from typing import Iterable, Mapping
 
 CHANNELS = ("web", "store", "marketplace")
 PAID_STATUS = "paid"
+# The closed set of order line statuses; anything else (``PAID``, ``paid ``,
+# ``payed``) is quarantined as unknown_status, never silently left uncounted.
+STATUSES = (PAID_STATUS, "pending", "refunded", "cancelled")
+# Plausible bounds of one order line: beyond them a value is out_of_range (and a
+# day's sums can never overflow the DECIMAL(18,2) of the published layers).
+MAX_QUANTITY = 1_000_000
+MAX_LINE_USD = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,39 @@ MONEY_FIELDS = ("line_amount_usd", "line_cost_usd")
 
 
 @dataclass(frozen=True)
+class QualityThresholds:
+    """How much of a day the quality gate may refuse before the day is not fit to certify.
+
+    Shares are of the day's rows that are not exact re-sends. A whole column
+    of bad values (every amount sent as ``"$40.00"``) quarantines every row:
+    the day is then stopped here instead of being certified as zeros.
+    """
+
+    min_accepted_share: float = 0.5
+    max_share_by_reason: Mapping[str, float] = field(
+        default_factory=lambda: {"type_error": 0.25, "unknown_status": 0.25, "out_of_range": 0.25}
+    )
+    max_share_other_reasons: float = 0.5
+
+    def breaches(self, rows: int, accepted: int, reasons: Mapping[str, int]) -> list[str]:
+        """What crosses a threshold for a day of ``rows`` rows (empty when the day is fit)."""
+        judged = rows - reasons.get("duplicate_key", 0)
+        if judged <= 0:
+            return []  # a day with no sales (or only re-sends) breaches nothing
+        found = []
+        if accepted / judged < self.min_accepted_share:
+            found.append(f"accepted {accepted} of {judged} rows ({accepted / judged:.0%}), "
+                         f"below the contract's {self.min_accepted_share:.0%}")
+        for reason, n in sorted(reasons.items()):
+            if reason == "duplicate_key":
+                continue
+            limit = self.max_share_by_reason.get(reason, self.max_share_other_reasons)
+            if n / judged > limit:
+                found.append(f"{reason} in {n} of {judged} rows ({n / judged:.0%}), above the contract's {limit:.0%}")
+        return found
+
+
+@dataclass(frozen=True)
 class SourceContract:
     """One version of the order_lines source contract."""
 
@@ -56,6 +107,7 @@ class SourceContract:
     renames: Mapping[str, str] = field(default_factory=dict)
     # True when the contract applies to a batch only after an owner approved it
     requires_approval: bool = False
+    quality: QualityThresholds = field(default_factory=QualityThresholds)
 
     @property
     def source_fields(self) -> tuple[str, ...]:
@@ -133,12 +185,52 @@ def _same_type(described: str, contract_type: str) -> bool:
     return _TYPE_ALIASES.get(described, described) == contract_type
 
 
+_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                  "UBIGINT", "INT8", "INT16", "INT32", "INT64", "INT", "LONG", "SHORT"}
+# Source text of a value in its contract type (whole-string matches, no trimming).
+_TEXT_PATTERNS = {
+    "INTEGER": r"[+-]?[0-9]+",
+    "BIGINT": r"[+-]?[0-9]+",
+    "DECIMAL": r"[+-]?[0-9]+(\.[0-9]+)?",
+    "DATE": r"[0-9]{4}-[0-9]{2}-[0-9]{2}",
+}
+
+
+def _kind(sql_type: str) -> str:
+    return "DECIMAL" if sql_type.startswith("DECIMAL") else sql_type
+
+
+def _typed_source_accepted(described: str, spec: FieldSpec) -> bool:
+    """May a typed (Parquet) column of type ``described`` feed ``spec``? Never for doubles or booleans."""
+    described = _TYPE_ALIASES.get(described.upper(), described.upper())
+    kind = _kind(spec.sql_type)
+    if kind in ("INTEGER", "BIGINT"):
+        return described in _INTEGER_TYPES
+    if kind == "DECIMAL":
+        if described in _INTEGER_TYPES:
+            return True
+        if described.startswith("DECIMAL("):
+            scale = int(described.rstrip(")").split(",")[1])
+            return scale <= 2
+        return False
+    if kind == "TIMESTAMPTZ":
+        return described in ("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE")
+    return described == spec.sql_type
+
+
 def _cast(expr: str, spec: FieldSpec) -> str:
-    if spec.sql_type.startswith("DECIMAL"):
+    """Cast source text to the contract type, or NULL when its representation is not of that type."""
+    kind = _kind(spec.sql_type)
+    if kind == "DECIMAL":
         # Exact two-place money only: '12.345' must not round silently.
         wide = f"TRY_CAST({expr} AS DECIMAL(38,10))"
-        return f"CASE WHEN {wide} = TRY_CAST({expr} AS {spec.sql_type}) THEN TRY_CAST({expr} AS {spec.sql_type}) END"
-    return f"TRY_CAST({expr} AS {spec.sql_type})"
+        cast = f"CASE WHEN {wide} = TRY_CAST({expr} AS {spec.sql_type}) THEN TRY_CAST({expr} AS {spec.sql_type}) END"
+    else:
+        cast = f"TRY_CAST({expr} AS {spec.sql_type})"
+    pattern = _TEXT_PATTERNS.get(kind)
+    if pattern is None:
+        return cast
+    return f"CASE WHEN regexp_full_match({expr}, '{pattern}') THEN {cast} END"
 
 
 def typed_projection_sql(
@@ -147,32 +239,45 @@ def typed_projection_sql(
     present: Iterable[str],
     output_names: Mapping[str, str] | None = None,
     source_types: Mapping[str, str] | None = None,
+    json_kinds: bool = False,
 ) -> str:
-    """SQL projecting ``source`` rows onto typed canonical columns.
+    """SQL projecting ``source`` rows onto typed canonical columns, by the module's strict type rules.
 
-    Adds ``type_error_fields`` (comma-separated canonical names whose non-null
-    value failed to cast, else NULL) and ``invalid_values_json`` (the raw text
-    of those values, for diagnosis). Fields absent from the file are NULL.
-    ``output_names`` renames canonical columns in the output. A column whose
-    ``source_types`` entry already is the contract type (typed Parquet) is taken
-    as it is: it cannot fail to cast.
+    ``source`` is a reader from ``store/landing.py``: text formats give every
+    field as text plus, for JSON (``json_kinds``), a ``<field>::kind`` column
+    with the JSON type of the value; Parquet gives typed columns (``source_types``). Adds
+    ``type_error_fields`` (comma-separated canonical names whose value broke
+    a type rule, else NULL) and ``invalid_values_json`` (the source text of
+    those values, for diagnosis). Fields absent from the file are NULL.
+    ``output_names`` renames canonical columns in the output.
     """
     present_set = set(present)
     output_names = output_names or {}
     source_types = source_types or {}
     typed, error_terms, raw_terms = [], [], []
     for spec in CANONICAL_FIELDS:
+        name = output_names.get(spec.name, spec.name)
         src = contract.source_name(spec.name)
         if src not in present_set:
-            typed.append(f"CAST(NULL AS {spec.sql_type}) AS {output_names.get(spec.name, spec.name)}")
+            typed.append(f"CAST(NULL AS {spec.sql_type}) AS {name}")
             continue
         raw = f'"{src}"'
-        if _same_type(source_types.get(src, ""), spec.sql_type):
-            typed.append(f"{raw} AS {output_names.get(spec.name, spec.name)}")
-            continue
-        cast = _cast(raw, spec)
-        typed.append(f"{cast} AS {output_names.get(spec.name, spec.name)}")
-        failed = f"({raw} IS NOT NULL AND {cast} IS NULL)"
+        described = source_types.get(src)
+        if described is not None and described.upper() != "VARCHAR":
+            # A typed column: its type is part of the contract.
+            if _typed_source_accepted(described, spec):
+                value = raw if _same_type(described, spec.sql_type) else f"TRY_CAST({raw} AS {spec.sql_type})"
+            else:
+                value = f"CAST(NULL AS {spec.sql_type})"
+        elif spec.sql_type == "VARCHAR":
+            # From JSON only a JSON string is text; a blank string is a missing value.
+            not_text = f"\"{src}::kind\" <> 'VARCHAR'" if json_kinds else "false"
+            value = f"CASE WHEN {not_text} THEN NULL WHEN trim({raw}) = '' THEN NULL ELSE {raw} END"
+        else:
+            value = _cast(raw, spec)
+        typed.append(f"{value} AS {name}")
+        blank = f"trim(CAST({raw} AS VARCHAR)) = ''" if spec.sql_type == "VARCHAR" else "false"
+        failed = f"({raw} IS NOT NULL AND NOT ({blank}) AND {value} IS NULL)"
         error_terms.append(f"CASE WHEN {failed} THEN '{spec.name}' END")
         raw_terms.append(f"'{spec.name}', CASE WHEN {failed} THEN CAST({raw} AS VARCHAR) END")
     errors = f"NULLIF(concat_ws(',', {', '.join(error_terms)}), '')" if error_terms else "NULL"

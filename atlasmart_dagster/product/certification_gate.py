@@ -30,6 +30,7 @@ from ..domain.check_names import (
     MART_MATCHES_AGG_AND_METRIC,
     METRIC_MATCHES_AGG,
     NO_NEGATIVE_MONEY,
+    QUALITY_WITHIN_THRESHOLDS,
     STAGED_ROWS_RECONCILE,
 )
 from ..domain.controls import ControlTuple
@@ -55,6 +56,7 @@ OWN_CHECK = {
 # Checks of the upstream chain whose latest result for the day must be a pass.
 UPSTREAM_CHECKS = (
     ("stg_order_lines", STAGED_ROWS_RECONCILE),
+    ("stg_order_lines", QUALITY_WITHIN_THRESHOLDS),
     ("fact_sales", GRAIN_UNIQUE),
     ("fact_sales", NO_NEGATIVE_MONEY),
 )

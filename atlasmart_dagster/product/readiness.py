@@ -15,6 +15,7 @@ zone still holding old files.
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,10 +23,18 @@ from typing import Callable
 
 import duckdb
 
-from ..domain.contracts import CONTRACTS, Conformance, SourceContract, typed_projection_sql
+from ..domain.contracts import CONTRACTS, Conformance, SourceContract
 from ..errors import SourceNotReady
 from ..store.clock import format_ts
-from ..store.landing import Manifest, file_format, parse_manifest, present_fields, reader_sql
+from ..store.landing import (
+    Manifest,
+    batch_sql,
+    field_types,
+    file_format,
+    parse_manifest,
+    present_fields,
+    structure_problems,
+)
 from ..store.platform import Platform
 from ..store.raw_store import StoredBatch
 from .contract_approvals import resolver
@@ -64,15 +73,18 @@ class PartitionSource:
         return [b.manifest.batch_id for b in self.batches if b.newly_landed]
 
 
-def _quick_profile(con: duckdb.DuckDBPyConnection, path, fmt: str, fields: tuple[str, ...], contract: SourceContract):
-    """(rows, min source_seq, max source_seq) of a data file, parsing it once."""
-    seq_field = contract.source_name("source_seq")
-    reader = reader_sql(path, fmt, fields)
-    if seq_field in fields:
-        typed = typed_projection_sql(contract, reader, fields)
-        return con.sql(f"SELECT count(*), min(source_seq), max(source_seq) FROM ({typed})").fetchall()[0]
-    rows = con.sql(f"SELECT count(*) FROM {reader}").fetchall()[0][0]
-    return rows, None, None
+def _profile(
+    con: duckdb.DuckDBPyConnection, path, fmt: str, fields: tuple[str, ...], contract: SourceContract, manifest: Manifest
+) -> tuple[int, int | None, int | None]:
+    """(rows, min source_seq, max source_seq) of a data file, read by the exact reader the load uses.
+
+    Anything this cannot parse is refused here, before the raw store commit: a
+    batch the load could not read would otherwise sit in the raw store and
+    fail every later load of its day.
+    """
+    rows_sql = batch_sql(path, fmt, fields, contract, manifest.partition, manifest.batch_id,
+                         types=field_types(con, path, fmt))
+    return con.sql(f"SELECT count(*), min(source_seq), max(source_seq) FROM ({rows_sql})").fetchall()[0]
 
 
 def _stored_batch_view(
@@ -162,9 +174,15 @@ def prepare_partition(
             )
         fmt = file_format(manifest.data_file)
         try:
+            structure = structure_problems(con, staged.data_path, fmt)
+            if structure:
+                raise SourceNotReady(partition, [f"data file {manifest.data_file}: {p}" for p in structure])
             fields = present_fields(con, staged.data_path, fmt)
-            rows, seq_min, seq_max = _quick_profile(con, staged.data_path, fmt, fields, contract)
-        except duckdb.Error as exc:
+            if not fields and fmt == "jsonl":
+                # No rows, so no keys: an empty JSON Lines file fits any layout (a no-sales day).
+                fields = contract.source_fields
+            rows, seq_min, seq_max = _profile(con, staged.data_path, fmt, fields, contract, manifest)
+        except (duckdb.Error, UnicodeDecodeError, csv.Error) as exc:
             first_line = str(exc).strip().splitlines()[0]
             raise SourceNotReady(partition, [f"data file {manifest.data_file} is malformed: {first_line}"]) from exc
         if rows != manifest.expected_rows:

@@ -8,6 +8,7 @@ deciding readiness lives in ``product/readiness.py``.
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -158,15 +159,49 @@ def file_format(name: str) -> str:
 
 
 def reader_sql(path: Path, fmt: str, fields: tuple[str, ...]) -> str:
-    """DuckDB SQL reading ``fields`` of one data file as text (JSON Lines, CSV) or as typed (Parquet)."""
+    """DuckDB SQL reading ``fields`` of one data file: as text (JSON Lines, CSV) or typed (Parquet).
+
+    JSON Lines are read as JSON objects, never with a schema: every field is
+    its source text (a string's content, a number's digits exactly as sent)
+    and ``"<field>::kind"`` is its JSON type, so the contract can tell the
+    string ``"3"`` from the number ``3`` or an object. Readiness runs this
+    same reader before a batch is admitted (``product/readiness.py``).
+    """
     quoted = str(path).replace("'", "''")
     if fmt == "jsonl":
-        columns = ", ".join(f"'{f}': 'VARCHAR'" for f in fields)
-        return f"read_json('{quoted}', format='newline_delimited', columns={{{columns}}})"
+        columns = []
+        for f in fields:
+            value = f"json->'{_json_key(f)}'"
+            columns.append(
+                f"CASE json_type({value}) WHEN 'VARCHAR' THEN json->>'{_json_key(f)}' WHEN 'NULL' THEN NULL "
+                f'ELSE CAST({value} AS VARCHAR) END AS "{f}", json_type({value}) AS "{f}::kind"'
+            )
+        select = ", ".join(columns) if columns else "NULL AS __no_fields"
+        return (
+            f"(SELECT {select} FROM read_json_objects('{quoted}', format='newline_delimited', hive_partitioning=false))"
+        )
     if fmt == "csv":
-        # Columns by header name, every value as text (types are the contract's job).
-        return f"read_csv('{quoted}', header=true, all_varchar=true)"
-    return f"read_parquet('{quoted}', file_row_number = true)"
+        # The header as written, every value as text (types are the contract's job), and no
+        # sniffing: a ragged row is an error, not a reason to guess another dialect.
+        columns = ", ".join(f"'{c.replace(chr(39), chr(39) * 2)}': 'VARCHAR'" for c in csv_header(path))
+        return (
+            f"read_csv('{quoted}', header=true, auto_detect=false, columns={{{columns}}}, delim=',', quote='\"', "
+            "escape='\"', strict_mode=true, null_padding=false, hive_partitioning=false)"
+        )
+    # The raw store keeps batches under sales_date=... folders: never let DuckDB
+    # read that folder name as a column (it would replace the file's own sales_date).
+    return f"read_parquet('{quoted}', file_row_number = true, hive_partitioning = false)"
+
+
+def csv_header(path: Path) -> list[str]:
+    """The field names of a CSV file's first line (a UTF-8 byte order mark is not part of a name)."""
+    with open(path, newline="", encoding="utf-8-sig") as stream:
+        return next(csv.reader(stream), [])
+
+
+def _json_key(field: str) -> str:
+    """A field name as a JSON path key inside a SQL string literal."""
+    return field.replace("'", "''").replace('"', '\\"')
 
 
 def field_types(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> dict[str, str]:
@@ -174,7 +209,39 @@ def field_types(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> dict[st
     if fmt != "parquet":
         return {}
     quoted = str(path).replace("'", "''")
-    return {row[0]: row[1] for row in con.sql(f"DESCRIBE SELECT * FROM read_parquet('{quoted}')").fetchall()}
+    described = con.sql(f"DESCRIBE SELECT * FROM read_parquet('{quoted}', hive_partitioning = false)").fetchall()
+    return {row[0]: row[1] for row in described}
+
+
+def structure_problems(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, limit: int = 5) -> list[str]:
+    """What makes a file ambiguous to read: a JSON line that is not one object with distinct keys, a CSV
+    header with a repeated or empty name (which value would count?)."""
+    if fmt == "csv":
+        header = csv_header(path)
+        repeated = sorted({c for c in header if header.count(c) > 1})
+        problems = [f"the header repeats the column {', '.join(repeated)}"] if repeated else []
+        return problems + (["the header has an empty column name"] if any(not c.strip() for c in header) else [])
+    if fmt != "jsonl":
+        return []
+    quoted = str(path).replace("'", "''")
+    rows = con.sql(
+        f"""SELECT line, kind, keys FROM (
+                SELECT row_number() OVER () AS line, json_type(json) AS kind,
+                       CASE WHEN json_type(json) = 'OBJECT' THEN json_keys(json) END AS keys
+                FROM read_json_objects('{quoted}', format='newline_delimited', hive_partitioning=false))
+            WHERE kind <> 'OBJECT' OR len(keys) <> len(list_distinct(keys))
+            ORDER BY line LIMIT {limit + 1}"""
+    ).fetchall()
+    problems = []
+    for line, kind, keys in rows[:limit]:
+        if kind != "OBJECT":
+            problems.append(f"line {line} is a JSON {kind.lower()}, not an object")
+        else:
+            repeated = sorted({k for k in keys if keys.count(k) > 1})
+            problems.append(f"line {line} repeats the key {', '.join(repeated)} (which value would count is ambiguous)")
+    if len(rows) > limit:
+        problems.append("and more lines like these")
+    return problems
 
 
 def present_fields(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> tuple[str, ...]:
@@ -182,13 +249,13 @@ def present_fields(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> tupl
     quoted = str(path).replace("'", "''")
     if fmt == "jsonl":
         rows = con.sql(
-            f"SELECT DISTINCT unnest(json_keys(json)) FROM read_json_objects('{quoted}', format='newline_delimited')"
+            "SELECT DISTINCT unnest(json_keys(json)) "
+            f"FROM read_json_objects('{quoted}', format='newline_delimited', hive_partitioning=false)"
         ).fetchall()
         return tuple(sorted(r[0] for r in rows))
     if fmt == "csv":
-        header = con.sql(f"SELECT * FROM read_csv('{quoted}', header=true, all_varchar=true) LIMIT 0").columns
-        return tuple(sorted(header))
-    return tuple(sorted(con.sql(f"SELECT * FROM read_parquet('{quoted}') LIMIT 0").columns))
+        return tuple(sorted(csv_header(path)))
+    return tuple(sorted(con.sql(f"SELECT * FROM read_parquet('{quoted}', hive_partitioning = false) LIMIT 0").columns))
 
 
 def batch_sql(
@@ -211,7 +278,8 @@ def batch_sql(
     position = "file_row_number + 1" if fmt == "parquet" else "row_number() OVER ()"
     numbered = f"(SELECT {position} AS __source_row, * FROM {reader})"
     projection = typed_projection_sql(
-        contract, numbered, fields, output_names={"sales_date": "row_sales_date"}, source_types=types
+        contract, numbered, fields, output_names={"sales_date": "row_sales_date"}, source_types=types,
+        json_kinds=fmt == "jsonl",
     )
     # typed_projection_sql selects only canonical + error columns; add lineage.
     return projection.replace(

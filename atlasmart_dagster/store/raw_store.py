@@ -140,7 +140,8 @@ class RawStore:
         manifest_path = folder / MANIFEST_NAME
         if not manifest_path.exists():
             return None
-        manifest = json.loads(manifest_path.read_text())
+        # Bytes, as readiness parsed them: JSON's own detection takes a UTF-8 byte order mark.
+        manifest = json.loads(manifest_path.read_bytes())
         return StoredBatch(partition, batch_id, folder, manifest["data_file"], manifest)
 
     def batches(self, partition: str) -> list[StoredBatch]:

@@ -7,8 +7,11 @@ Rules, in the order a row is judged (the first that applies is its reason):
 3. ``wrong_partition``       the row's sales_date is not the batch's day
 4. ``non_positive_quantity`` quantity <= 0
 5. ``negative_amount``       line amount or cost below zero
-6. ``unknown_channel``       channel outside the contract's list
-7. ``duplicate_key``         an exact re-send: same key and same content as the
+6. ``out_of_range``          quantity or money beyond the contract's bounds
+7. ``unknown_channel``       channel outside the contract's list
+8. ``unknown_status``        status outside the contract's closed set (``PAID``,
+                             ``paid `` and ``payed`` are not ``paid``)
+9. ``duplicate_key``         an exact re-send: same key and same content as the
                              previous version of that key, later source_seq
 
 Rows that pass are *accepted*. Of the accepted versions of one
@@ -22,7 +25,7 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
-from ..domain.contracts import CANONICAL_NAMES, CHANNELS
+from ..domain.contracts import CANONICAL_NAMES, CHANNELS, MAX_LINE_USD, MAX_QUANTITY, STATUSES
 
 REASONS = (
     "type_error",
@@ -30,7 +33,9 @@ REASONS = (
     "wrong_partition",
     "non_positive_quantity",
     "negative_amount",
+    "out_of_range",
     "unknown_channel",
+    "unknown_status",
     "duplicate_key",
 )
 
@@ -51,6 +56,8 @@ def gate_sql(raw: str = "raw_order_lines") -> str:
         f"CASE WHEN {c} IS NULL THEN '{'sales_date' if c == 'row_sales_date' else c}' END" for c in required
     )
     channels = ", ".join(f"'{c}'" for c in CHANNELS)
+    statuses = ", ".join(f"'{c}'" for c in STATUSES)
+    out_of_range = f"quantity > {MAX_QUANTITY} OR line_amount_usd > {MAX_LINE_USD} OR line_cost_usd > {MAX_LINE_USD}"
     return f"""
 WITH judged AS (
     SELECT *,
@@ -60,7 +67,9 @@ WITH judged AS (
             WHEN row_sales_date <> partition_date THEN 'wrong_partition'
             WHEN quantity <= 0 THEN 'non_positive_quantity'
             WHEN line_amount_usd < 0 OR line_cost_usd < 0 THEN 'negative_amount'
+            WHEN {out_of_range} THEN 'out_of_range'
             WHEN channel NOT IN ({channels}) THEN 'unknown_channel'
+            WHEN status NOT IN ({statuses}) THEN 'unknown_status'
         END AS rule_reason,
         CASE
             WHEN type_error_fields IS NOT NULL THEN type_error_fields
@@ -70,7 +79,12 @@ WITH judged AS (
             WHEN line_amount_usd < 0 OR line_cost_usd < 0 THEN concat_ws(',',
                 CASE WHEN line_amount_usd < 0 THEN 'line_amount_usd' END,
                 CASE WHEN line_cost_usd < 0 THEN 'line_cost_usd' END)
+            WHEN {out_of_range} THEN concat_ws(',',
+                CASE WHEN quantity > {MAX_QUANTITY} THEN 'quantity ' || quantity::VARCHAR END,
+                CASE WHEN line_amount_usd > {MAX_LINE_USD} THEN 'line_amount_usd ' || line_amount_usd::VARCHAR END,
+                CASE WHEN line_cost_usd > {MAX_LINE_USD} THEN 'line_cost_usd ' || line_cost_usd::VARCHAR END)
             WHEN channel NOT IN ({channels}) THEN 'channel ' || channel
+            WHEN status NOT IN ({statuses}) THEN 'status ' || to_json(status)::VARCHAR
         END AS rule_detail
     FROM {raw}
 ),

@@ -3,7 +3,8 @@
 
 import dagster as dg
 
-from ...domain.check_names import STAGED_ROWS_RECONCILE
+from ...domain.check_names import QUALITY_WITHIN_THRESHOLDS, STAGED_ROWS_RECONCILE
+from ...domain.contracts import CONTRACT_V1, CONTRACTS, QualityThresholds
 from ...store.ledger.partition_states import BUILT
 from ...store.tables import QUARANTINE_ORDER_LINES, RAW_ORDER_LINES, STG_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
@@ -26,6 +27,13 @@ def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | Non
         counts = [known.get(b) for b in batch_ids]
         out[partition] = None if None in counts else sum(counts)
     return out
+
+
+def quality_thresholds(step: Step, partition: str) -> QualityThresholds:
+    """The thresholds of the contract the day's newest batch was read with."""
+    batches = step.ledger.batches.list(partition)
+    version = batches[-1]["contract_applied"] if batches else CONTRACT_V1.version
+    return CONTRACTS.get(version.split("+")[0], CONTRACT_V1).quality
 
 
 @dg.multi_asset(
@@ -66,7 +74,17 @@ def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | Non
             additional_deps=["quarantine_order_lines"],
             blocking=True,
             description="Manifest rows = raw rows = accepted + quarantined, per day.",
-        )
+        ),
+        dg.AssetCheckSpec(
+            QUALITY_WITHIN_THRESHOLDS,
+            asset="stg_order_lines",
+            additional_deps=["quarantine_order_lines"],
+            blocking=True,
+            description=(
+                "The day's accepted share and each quarantine reason's share are within the source contract's "
+                "quality thresholds: a day whose rows were mostly refused is not certified (never served as zeros)."
+            ),
+        ),
     ],
 )
 @classified
@@ -75,6 +93,9 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     step = Step(context, atlasmart, "stg_order_lines")
     reconcile = CheckOutcome(
         "stg_order_lines", STAGED_ROWS_RECONCILE, True, "manifest rows = raw rows = accepted + quarantined"
+    )
+    quality = CheckOutcome(
+        "stg_order_lines", QUALITY_WITHIN_THRESHOLDS, True, "accepted and quarantined shares within the contract"
     )
     staged_meta: dict[str, dict] = {}
     quarantine_meta: dict[str, dict] = {}
@@ -106,6 +127,17 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
                 }
                 ok = expected[partition] == raw_rows == accepted[partition] + refused[partition]
                 reconcile.add(partition, ok, observed, {"staged": expected[partition], "rule": "accepted + quarantined"})
+                thresholds = quality_thresholds(step, partition)
+                breaches = thresholds.breaches(raw_rows, accepted[partition], reasons[partition])
+                quality.add(
+                    partition,
+                    not breaches,
+                    {"rows": raw_rows, "accepted": accepted[partition], "reasons": reasons[partition],
+                     "breaches": breaches},
+                    {"min_accepted_share": thresholds.min_accepted_share,
+                     "max_share_by_reason": dict(thresholds.max_share_by_reason),
+                     "max_share_other_reasons": thresholds.max_share_other_reasons},
+                )
                 step.record_built(partition, stg_snapshot, detail=observed)
                 step.ledger.partitions.append(
                     "quarantine_order_lines",
@@ -129,6 +161,6 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     step.add_partition_metadata(staged_meta, asset_key="stg_order_lines")
     step.add_partition_metadata(quarantine_meta, asset_key="quarantine_order_lines")
     return (
-        dg.MaterializeResult(asset_key="stg_order_lines", check_results=step.record_checks([reconcile])),
+        dg.MaterializeResult(asset_key="stg_order_lines", check_results=step.record_checks([reconcile, quality])),
         dg.MaterializeResult(asset_key="quarantine_order_lines"),
     )
