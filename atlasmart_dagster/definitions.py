@@ -35,6 +35,7 @@ from .defs.checks.reconciliation_checks import (
 from .defs.checks.slo_checks import partition_slos
 from .defs.resources import AtlasmartResource
 from .ops.incidents.incident_sensor import incident_sensor
+from .ops.run_reaper import stale_run_sensor
 
 ASSETS = [
     ERP_ORDER_LINES,
@@ -67,7 +68,7 @@ def build_definitions(atlasmart: AtlasmartResource | None = None) -> dg.Definiti
         asset_checks=ASSET_CHECKS,
         jobs=[daily_sales_job, backfill_sales_job, dashboard_checks_job, reference_job],
         schedules=[daily_sales_schedule],
-        sensors=[landing_manifest_sensor, certification_sensor, incident_sensor],
+        sensors=[landing_manifest_sensor, certification_sensor, incident_sensor, stale_run_sensor],
         resources={"atlasmart": atlasmart or AtlasmartResource()},
         executor=dg.in_process_executor,
     )

@@ -29,7 +29,8 @@ def test_every_job_schedule_and_sensor_resolves():
     for name in ("daily_sales_job", "backfill_sales_job", "reference_job"):
         defs.resolve_job_def(name)
     assert defs.resolve_schedule_def("daily_sales_schedule").cron_schedule == "0 8 * * *"
-    assert {s.name for s in defs.sensors} == {"landing_manifest_sensor", "certification_sensor", "incident_sensor"}
+    assert {s.name for s in defs.sensors} == {"landing_manifest_sensor", "certification_sensor", "incident_sensor",
+                                             "stale_run_sensor"}
 
 
 def test_lineage_runs_from_raw_to_consumers():

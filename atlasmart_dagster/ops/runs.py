@@ -7,6 +7,7 @@ jobs, the same lane tags, and the same certification gate after the run.
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -17,11 +18,13 @@ import dagster as dg
 from ..defs.automation.jobs import backfill_sales_job, daily_sales_job
 from ..defs.checks.slo_checks import SLO_CHECK_KEYS, slo_reporter
 from ..defs.partitions import range_tags
+from ..domain.check_names import SOURCE_CONTRACT_CONFORMS
 from ..product.certification_gate import GateDecision, certified_partitions
 from ..product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
 from ..product.run_certification import certify_run
 from ..store.ledger.partition_states import BUILT
 from ..store.platform import Platform
+from .run_reaper import reap_dead_runs, worker_tags
 
 
 @dataclass
@@ -52,20 +55,52 @@ class RunOutcome:
 
 
 def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
-    """One line per failed step: the Failure's description, else the error's first line."""
+    """One line per failed step, then one per failed blocking check: which check, which days, what it saw.
+
+    Dagster reports a step stopped by a blocking check as "1 blocking asset
+    check failed with ERROR severity"; the operator needs the check, the days
+    and the fields instead.
+    """
     messages = []
     for event in result.all_events:
-        if event.event_type != dg.DagsterEventType.STEP_FAILURE:
-            continue
-        data = event.step_failure_data
-        if data.user_failure_data is not None and data.user_failure_data.description:
-            text = data.user_failure_data.description
-        elif data.error is not None:
-            text = data.error.message.strip().splitlines()[0]
-        else:
-            text = "step failed"
-        messages.append(f"{event.step_key}: {text}")
+        if event.event_type == dg.DagsterEventType.STEP_FAILURE:
+            data = event.step_failure_data
+            if data.user_failure_data is not None and data.user_failure_data.description:
+                text = data.user_failure_data.description
+            elif data.error is not None:
+                text = data.error.message.strip().splitlines()[0]
+            else:
+                text = "step failed"
+            messages.append(f"{event.step_key}: {text}")
+        elif event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+            evaluation = event.event_specific_data
+            if not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR:
+                messages.append(_failed_check_message(evaluation))
     return messages
+
+
+def _failed_check_message(evaluation) -> str:
+    metadata = {k: v.value for k, v in evaluation.metadata.items()}
+    days = metadata.get("failing_partitions", "")
+    found = metadata.get("observed_vs_expected") or {}
+    details = []
+    for day, result in found.items():
+        if result.get("passed"):
+            continue
+        observed = result.get("observed")
+        if evaluation.check_name == SOURCE_CONTRACT_CONFORMS and isinstance(observed, dict):
+            for batch, layout in sorted(observed.items()):
+                parts = [f"missing {', '.join(layout['missing'])}" if layout.get("missing") else "",
+                         f"unexpected {', '.join(layout['unexpected'])}" if layout.get("unexpected") else ""]
+                if any(parts):
+                    details.append(f"batch {batch} ({layout.get('contract')}): {'; '.join(p for p in parts if p)}")
+        elif isinstance(observed, dict) and observed.get("breaches"):
+            details.extend(f"{day}: {b}" for b in observed["breaches"])
+        else:
+            details.append(f"{day}: observed {json.dumps(observed, default=str)}, "
+                           f"expected {json.dumps(result.get('expected'), default=str)}")
+    text = "; ".join(details)[:400] or metadata.get("rule", "")
+    return f"blocking check {evaluation.asset_key.to_user_string()}:{evaluation.check_name} failed for {days}: {text}"
 
 
 def console_config(log_level: str | None) -> dict:
@@ -110,7 +145,8 @@ def run_chain(
     job = defs.resolve_job_def((daily_sales_job if lane == CURRENT else backfill_sales_job).name)
     if asset_selection is not None:
         job = subset_job(defs, job, asset_selection)
-    run_tags = {LANE_TAG: lane, **(tags or {})}
+    reap_dead_runs(instance)  # a killed earlier run must not hold the lane this one needs
+    run_tags = {LANE_TAG: lane, **worker_tags(), **(tags or {})}
     run_id = str(uuid.uuid4())
     watcher = LedgerProgress(platform, run_id, progress) if progress is not None else None
     try:
@@ -178,7 +214,9 @@ class LedgerProgress:
 
 def run_reference(defs: dg.Definitions, instance: dg.DagsterInstance, log_level: str | None = None) -> bool:
     job = defs.resolve_job_def("reference_job")
-    return job.execute_in_process(run_config=console_config(log_level), instance=instance, raise_on_error=False).success
+    return job.execute_in_process(
+        run_config=console_config(log_level), instance=instance, raise_on_error=False, tags=worker_tags()
+    ).success
 
 
 def run_golden_checks(
@@ -190,7 +228,9 @@ def run_golden_checks(
 ) -> tuple[dg.ExecuteInProcessResult, list[GateDecision]]:
     """Run the dashboards' golden cross-checks (``dashboard_checks_job``), then certify what they cleared."""
     job = defs.resolve_job_def("dashboard_checks_job")
-    result = job.execute_in_process(run_config=console_config(log_level), instance=instance, raise_on_error=False)
+    result = job.execute_in_process(
+        run_config=console_config(log_level), instance=instance, raise_on_error=False, tags=worker_tags()
+    )
     decisions = certify_run(platform, result.run_id, result.success, actor=actor)
     return result, decisions
 
@@ -211,6 +251,6 @@ def run_checks(
         run_config=console_config(log_level),
         instance=instance,
         partition_key=partition,
-        tags={LANE_TAG: lane, **(tags or {})},
+        tags={LANE_TAG: lane, **worker_tags(), **(tags or {})},
         raise_on_error=False,
     )

@@ -194,3 +194,26 @@ def test_a_no_sales_day_certifies_with_zeros_from_every_format(env, name):
     write_batch(env.day_dir(DAY), [], data=data, name=name, source_seq_low=0, source_seq_high=0)
     assert run(env).certified == [DAY]
     assert served(env) == ControlTuple()
+
+
+# -- a refusal says which check and which fields ---------------------------------------------------
+
+@pytest.mark.parametrize("change,expected", [
+    (lambda r: {**r, "coupon": "X"}, "unexpected coupon"),
+    (lambda r: {k: v for k, v in r.items() if k != "status"}, "missing status"),
+])
+def test_a_contract_refusal_names_the_check_and_the_fields(env, change, expected):
+    rows = [change(r) for r in read_rows(env.day_dir(DAY))]
+    write_batch(env.day_dir(DAY), rows)
+    failures = " | ".join(run(env).failures)
+    assert "raw_order_lines:source_contract_conforms failed for 2026-09-20" in failures and expected in failures
+
+
+def test_a_threshold_refusal_names_the_breach(env):
+    rows = read_rows(env.day_dir(DAY))
+    for row in rows:
+        row["status"] = "PAID"
+    write_batch(env.day_dir(DAY), rows)
+    failures = " | ".join(run(env).failures)
+    assert "stg_order_lines:quality_within_contract_thresholds failed" in failures
+    assert "unknown_status in 3 of 3 rows" in failures
