@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
+from dataclasses import replace
 
 from ..ops.access.access_log import access_log
-from ..ops.access.gateway import Gateway, QueryError
+from ..ops.access.gateway import (
+    DEFAULT_MEMORY,
+    DEFAULT_TIMEOUT_S,
+    MEMORY_ENV,
+    TIMEOUT_ENV,
+    Gateway,
+    QueryError,
+    QueryLimits,
+)
 from ..ops.access.policy import PRINCIPALS, ROLES, AccessDenied, matrix, validate_policy
 from .context import CliContext
 from .output import print_json, table
@@ -14,7 +24,12 @@ from .output import print_json, table
 def cmd_query(args: argparse.Namespace, ctx: CliContext) -> int:
     """Run one SELECT as a role or principal, seeing only what the access policy grants it."""
     try:
-        result = Gateway(ctx.platform).query(args.who, args.sql)
+        flags = {"timeout_s": args.timeout, "memory": args.memory}
+        limits = replace(QueryLimits.from_env(os.environ), **{k: v for k, v in flags.items() if v is not None})
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    try:
+        result = Gateway(ctx.platform, limits).query(args.who, args.sql)
     except (AccessDenied, QueryError) as exc:
         raise SystemExit(f"denied: {exc}" if isinstance(exc, AccessDenied) else f"error: {exc}") from None
     rows = result.to_pylist()
@@ -55,6 +70,10 @@ def cmd_access(args: argparse.Namespace, ctx: CliContext) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("query", help=cmd_query.__doc__, description=cmd_query.__doc__)
     p.add_argument("--as", dest="who", required=True, help="role (bi_reader, finance_analyst, ...) or principal name")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help=f"stop the query after this long (default ${TIMEOUT_ENV} or {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--memory", metavar="SIZE",
+                   help=f"memory the query may use, e.g. 512MB (default ${MEMORY_ENV} or {DEFAULT_MEMORY})")
     p.add_argument("sql", help="one SELECT statement")
     p.set_defaults(handler=cmd_query)
     p = sub.add_parser("access", help=cmd_access.__doc__, description=cmd_access.__doc__)

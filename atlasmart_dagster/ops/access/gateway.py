@@ -2,27 +2,42 @@
 
 For each query the gateway opens a fresh in-memory DuckDB with external
 access disabled (no files, no network, no extensions, no ATTACH of a file,
-no COPY), registers exactly the relations the principal's role is granted
-(certified versions for consumer grants, only the granted columns), locks the
-configuration so no SET or PRAGMA can undo any of that, and accepts a single
-SELECT statement (classified by DuckDB's own parser, not by string matching).
-A denied relation is not hidden behind a check that a clever query could get
-around: it is simply not there.
+no COPY, no spilling to disk), registers exactly the relations the
+principal's role is granted (certified versions unless the policy says
+published, only the granted columns), sets the query's memory limit, locks
+the configuration so no SET or PRAGMA can undo any of that, and accepts a
+single SELECT statement (classified by DuckDB's own parser, not by string
+matching). A denied relation is not hidden behind a check that a clever query
+could get around: it is simply not there. Relation names resolve as in any
+DuckDB session: case-insensitively, bare or qualified (``main.x``,
+``memory.main.x``).
+
+A query runs under a time limit (a timer interrupts the engine) and a memory
+limit (the engine's own, and the size of the result handed back); see
+``QueryLimits``.
 
 Every attempt is logged in the ledger with principal, role, decision and a
 hash of the statement (statements can hold PII literals, so the text itself
-is not stored). Error texts name no relation, column, file or value the
-principal may not see.
+is not stored, and an error is logged by its kind, never by DuckDB's text,
+which can echo literals). Every failure reaches the caller as one line,
+``AccessDenied`` or ``QueryError``, naming no relation, column, file or value
+the principal may not see.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import os
+import re
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Mapping
 
 import duckdb
 import pyarrow as pa
 
 from ...product.serving import read_certified
+from ...store.ledger.partition_states import BUILT
 from ...store.platform import Platform
 from ...store.tables import TABLES_BY_NAME
 from .access_log import log_decision
@@ -32,7 +47,18 @@ GATEWAY_CONFIG = {
     "enable_external_access": "false",
     "autoinstall_known_extensions": "false",
     "autoload_known_extensions": "false",
+    # No spilling: the memory limit is a hard limit, and a query writes nothing to disk.
+    "temp_directory": "",
 }
+
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_MEMORY = "1GB"
+TIMEOUT_ENV = "ATLASMART_QUERY_TIMEOUT_S"
+MEMORY_ENV = "ATLASMART_QUERY_MEMORY"
+_MEMORY_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+                 "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # as DuckDB reads them
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)
+RESULT_BATCH_ROWS = 65_536
 
 
 # Binder messages that mean "no such column/table here": for a role, an ungranted
@@ -42,16 +68,61 @@ NO_EXTERNAL_ACCESS = "files, network, extensions and other databases are not rea
 
 
 class QueryError(Exception):
-    """The query was allowed to run but is not valid (syntax, unknown column)."""
+    """The query was allowed but did not run to the end; ``str()`` is for the user, ``reason`` for the log."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason  # the kind of error only: never the statement's text or values
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """The time and memory one gateway query may use."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    memory: str = DEFAULT_MEMORY  # as DuckDB writes sizes: 512MB, 1GB, 2GiB
+
+    def __post_init__(self):
+        if not 0 < self.timeout_s < math.inf:
+            raise ValueError(f"the query time limit must be a positive number of seconds, not {self.timeout_s!r}")
+        _size_in_bytes(self.memory)
+
+    @property
+    def memory_bytes(self) -> int:
+        return _size_in_bytes(self.memory)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> "QueryLimits":
+        """Limits from ``ATLASMART_QUERY_TIMEOUT_S`` and ``ATLASMART_QUERY_MEMORY``, else the defaults."""
+        timeout = environ.get(TIMEOUT_ENV, "").strip()
+        memory = environ.get(MEMORY_ENV, "").strip()
+        try:
+            limits = cls(timeout_s=float(timeout) if timeout else DEFAULT_TIMEOUT_S)
+        except ValueError:
+            raise ValueError(f"{TIMEOUT_ENV} must be a positive number of seconds, not {timeout!r}") from None
+        try:
+            return replace(limits, memory=memory or DEFAULT_MEMORY)
+        except ValueError:
+            raise ValueError(f"{MEMORY_ENV} must be a size such as 512MB or 1GB, not {memory!r}") from None
+
+
+def _size_in_bytes(size: str) -> int:
+    match = _MEMORY.match(size)
+    if not match or match[2].lower() not in _MEMORY_UNITS or float(match[1]) <= 0:
+        raise ValueError(f"the query memory limit must be a size such as 512MB or 1GB, not {size!r}")
+    return int(float(match[1]) * _MEMORY_UNITS[match[2].lower()])
 
 
 @dataclass
 class Gateway:
     platform: Platform
+    limits: QueryLimits = field(default_factory=lambda: QueryLimits.from_env(os.environ))
 
     def _load(self, grant) -> pa.Table:
         spec = TABLES_BY_NAME[grant.relation]
-        if grant.version == CERTIFIED:
+        if grant.version == CERTIFIED and grant.through:
+            table = read_certified_through(self.platform, grant.relation, grant.through)
+        elif grant.version == CERTIFIED:
             table = read_certified(self.platform, grant.relation)
         elif self.platform.warehouse.existing(spec) is None:
             table = spec.arrow_schema().empty_table()
@@ -61,15 +132,19 @@ class Gateway:
 
     def connection(self, principal: Principal, relations: set[str] | None = None) -> duckdb.DuckDBPyConnection:
         """An isolated engine holding the granted relations (only ``relations`` of them, if given)."""
-        con = duckdb.connect(":memory:", config=GATEWAY_CONFIG)
+        con = duckdb.connect(":memory:", config={**GATEWAY_CONFIG, "memory_limit": f"{self.limits.memory_bytes}B"})
         con.execute("SET TimeZone = 'UTC'")
         for relation, grant in ROLES[principal.role].readable.items():
             if relations is None or relation in relations:
                 con.register(relation, self._load(grant))
+                # Registered data lives in the temp catalog; a view in the session's own
+                # database lets memory.main.<name> resolve too, as in any DuckDB session.
+                con.execute(f'CREATE VIEW memory.main."{relation}" AS SELECT * FROM temp.main."{relation}"')
         con.execute("SET lock_configuration = true")
         return con
 
     def query(self, who: str, sql: str) -> pa.Table:
+        """Run one SELECT as ``who`` (a principal or role); every outcome is logged."""
         principal = principal_for(who)
         try:
             result = self._run(principal, sql)
@@ -77,8 +152,15 @@ class Gateway:
             self._log(principal, sql, "deny", str(exc))
             raise
         except QueryError as exc:
-            self._log(principal, sql, "error", str(exc))
+            self._log(principal, sql, "error", exc.reason)
             raise
+        except Exception as exc:
+            # Unforeseen: the user gets one line, the log the error's class; its text
+            # (which may hold paths or values) goes to neither.
+            error = QueryError("the query failed with an internal error; it is logged for the platform team",
+                               f"internal error ({type(exc).__name__})")
+            self._log(principal, sql, "error", error.reason)
+            raise error from None
         self._log(principal, sql, "allow", f"{result.num_rows} rows")
         return result
 
@@ -95,16 +177,26 @@ class Gateway:
                 raise AccessDenied(f"only SELECT is allowed through the gateway (got {statements[0].type.name})")
             referenced = _referenced_relations(parser, sql)
         except duckdb.ParserException as exc:
-            raise QueryError(f"syntax error: {str(exc).splitlines()[0]}") from None
+            raise QueryError(f"syntax error: {_first_line(exc)}", "syntax error") from None
         except duckdb.CatalogException:
             raise AccessDenied(f"the query uses a relation or function that role {role} is not granted") from None
         except duckdb.PermissionException:
             raise AccessDenied(NO_EXTERNAL_ACCESS) from None
         finally:
             parser.close()
-        con = self.connection(principal, referenced)
         try:
-            return con.sql(sql).to_arrow_table()
+            con = self.connection(principal, referenced)
+        except Exception as exc:
+            # e.g. a certified file is missing: the exception names warehouse paths
+            raise QueryError("the data for this query could not be read; the failure is logged for the platform team",
+                             f"storage error ({type(exc).__name__})") from None
+        try:
+            return self._execute(con, sql)
+        except duckdb.InterruptException:
+            raise QueryError(f"the query exceeded the time limit of {self.limits.timeout_s:g} s and was stopped",
+                             "time limit exceeded") from None
+        except duckdb.OutOfMemoryException:
+            raise self._over_memory() from None
         except duckdb.CatalogException:
             raise AccessDenied(f"the query uses a relation or function that role {role} is not granted") from None
         except duckdb.PermissionException:
@@ -112,23 +204,81 @@ class Gateway:
         except duckdb.InvalidInputException as exc:
             if "configuration has been locked" in str(exc):
                 raise AccessDenied("gateway settings cannot be changed") from None
-            raise QueryError("invalid input: " + str(exc).splitlines()[0]) from None
+            raise QueryError("invalid input: " + _first_line(exc), "invalid input") from None
         except duckdb.BinderException as exc:
             if any(marker in str(exc) for marker in _MISSING_NAME):
                 # e.g. a PII column: for this role it does not exist, and we do not say whether it exists elsewhere
                 raise AccessDenied(f"the query uses a column that role {role} is not granted (or that does not exist)") from None
-            raise QueryError(str(exc).splitlines()[0]) from None
+            raise QueryError(_first_line(exc), "binder error") from None
+        except (duckdb.DataError, duckdb.ProgrammingError, duckdb.NotSupportedError) as exc:
+            # Errors in the query or the values it computes (bad cast, date, overflow): the
+            # engine holds only granted, in-memory data, so DuckDB's text names nothing else.
+            raise QueryError(_first_line(exc), f"query error ({type(exc).__name__})") from None
         finally:
             con.close()
+
+    def _execute(self, con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+        """Run ``sql`` on ``con`` within the time limit; the result may not outgrow the memory limit."""
+        timer = threading.Timer(self.limits.timeout_s, con.interrupt)
+        timer.daemon = True
+        timer.start()
+        try:
+            # Read in batches: the Arrow result lives outside DuckDB's memory limit.
+            reader = con.sql(sql).to_arrow_reader(RESULT_BATCH_ROWS)
+            batches, size = [], 0
+            for batch in reader:
+                size += batch.nbytes
+                if size > self.limits.memory_bytes:
+                    raise self._over_memory()
+                batches.append(batch)
+            return pa.Table.from_batches(batches, schema=reader.schema)
+        finally:
+            timer.cancel()
+            timer.join()  # never interrupt (or touch) the connection after it is closed
+
+    def _over_memory(self) -> QueryError:
+        return QueryError(f"the query exceeded the memory limit of {self.limits.memory} and was stopped",
+                          "memory limit exceeded")
 
     def _log(self, principal: Principal, sql: str, decision: str, reason: str) -> None:
         log_decision(self.platform, principal, sql, decision, reason)
 
 
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def _referenced_relations(parser: duckdb.DuckDBPyConnection, sql: str) -> set[str] | None:
-    """Relations the statement names, to load only those; None (load every grant) if DuckDB cannot tell."""
+    """Relations the statement names, to load only those; None (load every grant) if DuckDB cannot tell.
+
+    Names compare as SQL compares them: case-insensitively, whatever they are qualified with.
+    """
     try:
-        return {name.split(".")[-1] for name in parser.get_table_names(sql)}
+        return {name.split(".")[-1].lower() for name in parser.get_table_names(sql)}
     except (duckdb.BinderException, duckdb.InvalidInputException):
         # naming tables needs binding, which fails without the tables (e.g. JOIN ... USING)
         return None
+
+
+def read_certified_through(platform: Platform, relation: str, product: str) -> pa.Table:
+    """Rows of ``relation`` as certified through ``product``: each day at the snapshot that the
+    product's served certification reconciled against; a day whose product is not served is absent.
+
+    The certification gate pins, for each certified product, the newest build of
+    the chain below it up to the product's own build; that build is read here
+    (and ``maintenance`` keeps its snapshot).
+    """
+    spec = TABLES_BY_NAME[relation]
+    builds: dict[str, list] = {}
+    for event in platform.ledger.partitions.events(asset=relation, states=(BUILT,)):
+        builds.setdefault(event.partition, []).append(event)
+    days_at: dict[int, list[str]] = {}
+    for day, served in platform.ledger.partitions.served_map(product).items():
+        anchor = served.certification.detail.get("built_event_id") or served.certification.id
+        pinned = [e for e in builds.get(day, []) if e.id <= anchor]
+        if pinned and pinned[-1].snapshot_id is not None:
+            days_at.setdefault(pinned[-1].snapshot_id, []).append(day)
+    parts = [platform.warehouse.read(spec, sorted(days), snapshot_id) for snapshot_id, days in sorted(days_at.items())]
+    if not parts:
+        return spec.arrow_schema().empty_table()
+    return pa.concat_tables(parts).sort_by([(c, "ascending") for c in spec.grain])

@@ -1,8 +1,15 @@
 """The access policy: roles, what each may read, what each may do, and who holds which role.
 
-Reads are granted per relation, with the *version* a role sees: consumers of
-the semantic layer and marts read certified versions only; engineering roles
-read what is published. A grant can narrow a relation to some columns, which
+Reads are granted per relation, with the *version* a role sees. A grant is
+certified unless it says ``PUBLISHED``: consumers read each day at its served
+certification, and a day that was never certified is absent. A certified read
+of a relation that is not itself a certified product (``fact_sales`` for
+finance analysts) names the product it is read ``through``: each day of it at
+the snapshot that product's served certification reconciled against. Only
+three kinds of grant say ``PUBLISHED``, on purpose: the engineering roles
+(``etl_service`` builds what is not certified yet, ``incident_responder``
+diagnoses it), and the dimensions, which are reference data that no
+certification covers. A grant can narrow a relation to some columns, which
 is how customer PII (``full_name``, ``email``) stays out of every role:
 the gateway never loads a column a role was not granted.
 
@@ -16,6 +23,7 @@ from dataclasses import dataclass
 
 from ...errors import AtlasmartError
 from ...product.pii import PII_COLUMNS
+from ...store.tables import CERTIFIED_ASSETS
 
 CERTIFIED = "certified"  # newest certified version of each partition
 PUBLISHED = "published"  # the table as published now
@@ -35,12 +43,14 @@ class AccessDenied(AtlasmartError):
 @dataclass(frozen=True)
 class Grant:
     relation: str
-    version: str = PUBLISHED
+    version: str = CERTIFIED
     columns: tuple[str, ...] | None = None  # None: every column
+    through: str | None = None  # the certified product whose certification pins a certified non-product read
 
     def describe(self) -> str:
+        via = f" via {self.through}" if self.through else ""
         cols = f" ({', '.join(self.columns)} only)" if self.columns else ""
-        return f"{self.version}{cols}"
+        return f"{self.version}{via}{cols}"
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,7 @@ ROLES: dict[str, Role] = {
             "Finance analysts: the consumer layer plus sales facts and product/customer attributes, never PII.",
             _CONSUMER_GRANTS
             + (
-                Grant("fact_sales", PUBLISHED),
+                Grant("fact_sales", CERTIFIED, through="mart_finance_daily_sales"),
                 Grant("dim_product", PUBLISHED),
                 Grant("dim_customer", PUBLISHED, NON_PII_CUSTOMER_COLUMNS),
             ),
@@ -136,22 +146,24 @@ def require(principal_name: str, permission: str) -> Principal:
     return principal
 
 
-def validate_policy() -> list[str]:
-    """Problems with the policy itself (shared credentials, unknown roles, PII granted)."""
+def validate_policy(roles: dict[str, Role] = ROLES, principals: dict[str, Principal] = PRINCIPALS) -> list[str]:
+    """Problems with the policy itself (shared credentials, unknown roles, PII granted, unpinned certified reads)."""
     problems = []
     credentials: dict[str, str] = {}
-    for p in PRINCIPALS.values():
+    for p in principals.values():
         if p.kind not in ("human", "service"):
             problems.append(f"{p.name}: kind must be human or service")
-        if p.role not in ROLES:
+        if p.role not in roles:
             problems.append(f"{p.name}: unknown role {p.role}")
         if p.credential_id in credentials:
             problems.append(f"{p.name} shares credential {p.credential_id} with {credentials[p.credential_id]}")
         credentials[p.credential_id] = p.name
-    for role in ROLES.values():
+    for role in roles.values():
         for grant in role.grants:
             if grant.relation == "dim_customer" and (grant.columns is None or set(grant.columns) & set(PII_COLUMNS)):
                 problems.append(f"{role.name} is granted customer PII")
+            if grant.version == CERTIFIED and grant.relation not in CERTIFIED_ASSETS and grant.through not in CERTIFIED_ASSETS:
+                problems.append(f"{role.name} reads {grant.relation} certified but names no certified product to read it through")
     return problems
 
 

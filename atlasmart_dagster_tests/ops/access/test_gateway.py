@@ -43,6 +43,10 @@ def bypasses(world, role: str, rel: str) -> dict[str, str]:
     return {
         "direct": f"SELECT * FROM {rel}",
         "qualified": f"SELECT * FROM main.{rel}",
+        "catalog_qualified": f"SELECT * FROM memory.main.{rel}",
+        "temp_qualified": f"SELECT * FROM temp.main.{rel}",
+        "upper_case": f"SELECT * FROM {rel.upper()}",
+        "quoted_mixed_case": f'SELECT * FROM "{rel.title()}"',
         "view": f"CREATE VIEW v AS SELECT * FROM {rel}",
         "cte": f"WITH x AS (SELECT * FROM {rel}) SELECT * FROM x",
         "subquery": f"SELECT count(*) FROM (SELECT * FROM {rel}) s",
