@@ -32,7 +32,10 @@ def cmd_backup(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
-    """Restore a backup into its (empty or damaged) home, moving what is there aside, then verify."""
+    """Restore a backup into its home, all or nothing (staged and checked beside it first), then verify.
+
+    The previous home is kept beside it as <home>.damaged-<time>; a failure before the swap leaves it untouched.
+    """
     from ..ops.recovery import restore, verify  # lazy: loaded by its command only
     from ..store.platform import Platform  # lazy: loaded by its command only
 
@@ -48,7 +51,10 @@ def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
     else:
         print(f"restored {report['backup_id']} ({report['restored_files']} files)"
               + (f"; previous contents kept in {report['aside']}" if report["aside"] else ""))
-        print(f"verify: {'ok' if checked['ok'] else 'PROBLEMS'}" + "".join(f"\n  {p}" for p in checked["problems"]))
+        if report["left_aside"]:
+            print(f"note: {', '.join(report['left_aside'])} could not be moved back and stay in {report['aside']}")
+        print(f"verify: {'ok' if checked['ok'] else 'PROBLEMS'}")
+        _print_findings(checked)
     return 0 if checked["certified_ok"] else 1
 
 
@@ -63,9 +69,13 @@ def cmd_verify(args: argparse.Namespace, ctx: CliContext) -> int:
         print(f"checked {result['checked']['certified_partitions']} certified partitions, "
               f"{result['checked']['raw_batches']} raw batches, {result['checked']['days']} days: "
               f"{'ok' if result['ok'] else 'PROBLEMS'}")
-        for problem in result["problems"]:
-            print(f"  {problem}")
+        _print_findings(result)
     return 0 if result["ok"] else 1
+
+
+def _print_findings(result: dict) -> None:
+    for finding in result["findings"]:
+        print(f"  {finding['scope']:<9} {finding['kind']:<16} {finding['message']}")
 
 
 def cmd_rollback(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -112,8 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--remove-orphans", action="store_true", help="delete data files no snapshot references (>1 h old)")
     p.set_defaults(handler=cmd_maintain)
     p = sub.add_parser("rollback", help=cmd_rollback.__doc__, description=cmd_rollback.__doc__)
-    p.add_argument("--asset", required=True)
-    p.add_argument("--partition", required=True)
+    p.add_argument("--asset", required=True, help="a certified asset, fact_sales or agg_daily_sales")
+    p.add_argument("--partition", required=True, help="the day, YYYY-MM-DD")
     p.add_argument("--actor", required=True, help="who rolls back (recorded)")
     p.add_argument("--reason", required=True)
     p.set_defaults(handler=cmd_rollback)

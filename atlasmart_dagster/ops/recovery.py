@@ -11,12 +11,19 @@
    by an in-flight commit is not reachable yet and is not copied;
 4. the raw store's committed batches (write-once; the staging area is skipped).
 
-A manifest lists every file with its SHA-256. **Restore** checks those
-checksums first, moves whatever is in the home aside (a damaged home is
-evidence, never deleted), copies the backup back and runs **verify**, which
-recomputes the controls and fingerprints of every certified partition and
-compares them with the ledger, checks the raw evidence against its hashes,
-and checks that every layer reconciles with controls recomputed from raw.
+A manifest lists every file with its SHA-256. **Restore** is all or nothing:
+a backup missing a file is refused before anything is touched; the backup is
+copied into a new folder next to the home and every copy is checked against
+its SHA-256 there; only then is the current home renamed aside (a damaged
+home is evidence, never deleted) and the staged folder renamed into its
+place. A failure before that swap (a corrupt backup, a full disk, a read-only
+file system) removes the staging folder and leaves the home untouched. What
+is not the product's data (the Dagster instance, the clock, artifacts, locks)
+stays with the home. **Verify** recomputes the controls and fingerprints of
+every certified partition and compares them with the ledger, checks the raw
+evidence against its hashes, and checks that every layer reconciles with
+controls recomputed from raw; a file it cannot read or a sum that overflows
+is a finding about that partition, never a crash.
 
 Iceberg metadata holds absolute file paths, so a backup restores into the
 home path it was taken from.
@@ -25,35 +32,86 @@ home path it was taken from.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+import duckdb
 from pyiceberg.table import StaticTable
 
 from ..domain.controls import ControlTuple, total
 from ..errors import AtlasmartError, TransientError
-from ..product.canonical_controls import verify_partitions
+from ..product.canonical_controls import canonical_controls, verify_partitions
 from ..product.fingerprints import fingerprint_relation
-from ..product.published_controls import controls_of, fingerprints_of
+from ..product.published_controls import controls_of, fingerprints_of, metric_revenue_of
 from ..store.clock import format_ts
 from ..store.home import AtlasmartHome
 from ..store.ledger.partition_states import BUILT
 from ..store.platform import Platform
 from ..store.raw_store import sha256_file
-from ..store.tables import CERTIFIED_ASSETS, FACT_SALES, TABLES_BY_NAME
-from ..store.warehouse import duckdb_connection, reachable_files
+from ..store.tables import (
+    AGG_DAILY_SALES,
+    CERTIFIED_ASSETS,
+    FACT_SALES,
+    MART_EXECUTIVE_REVENUE,
+    MART_FINANCE_DAILY_SALES,
+    METRIC_GROSS_REVENUE,
+    RAW_ORDER_LINES,
+    TABLES_BY_NAME,
+    TableSpec,
+)
+from ..store.warehouse import Warehouse, duckdb_connection, reachable_files
+from .maintenance import CHAIN_PINS
 
 BACKUP_FORMAT = 1
+MANIFEST_KEYS = ("backup_id", "home", "ledger_sha256", "catalog_sha256", "files")
+# What a backup holds of a home; everything else in it stays with the home across a restore.
+DATA_ENTRIES = ("catalog.db", "ledger.db", "ledger.db-wal", "ledger.db-shm", "warehouse", "raw")
+# Tables a partition can be rolled back: the certified ones, and the builds a
+# certification pins (maintenance keeps exactly those snapshots, so the
+# version to roll back to is still there).
+ROLLBACK_ASSETS = tuple(dict.fromkeys((*CERTIFIED_ASSETS, *CHAIN_PINS)))
+# Every table ``verify`` reads for a day's reconciliation, in the order the chain builds them.
+LAYER_TABLES = (RAW_ORDER_LINES, FACT_SALES, AGG_DAILY_SALES, METRIC_GROSS_REVENUE, MART_FINANCE_DAILY_SALES,
+                MART_EXECUTIVE_REVENUE)
+# Called with (source, destination) before backup or restore writes: creates
+# the restore's staging folder, copies a file (SQLite backups included) or
+# renames a folder. Empty in production: tests register a hook raising OSError
+# (ENOSPC, EROFS) to prove a full disk or a read-only file system leaves the
+# home untouched (tests run as root, where chmod stops no write).
+FILE_HOOKS: list[Callable[[Path, Path], None]] = []
 
 
 class RecoveryError(AtlasmartError):
-    """A backup is unusable, or a restore target is wrong."""
+    """A backup is unusable, a restore could not complete, or a rollback target is wrong."""
+
+
+def _copy_file(source: Path, destination: Path) -> None:
+    for hook in FILE_HOOKS:
+        hook(source, destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, destination)
+
+
+def _rename(source: Path, destination: Path) -> None:
+    for hook in FILE_HOOKS:
+        hook(source, destination)
+    source.rename(destination)
+
+
+def _os_reason(exc: BaseException) -> str:
+    """One line saying what the operating system refused (``No space left on device``)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _sqlite_backup(source: Path, target: Path) -> None:
+    for hook in FILE_HOOKS:
+        hook(source, target)
     target.parent.mkdir(parents=True, exist_ok=True)
     src = sqlite3.connect(source, timeout=60)
     dst = sqlite3.connect(target)
@@ -74,14 +132,33 @@ def _tables_in(catalog_db: Path) -> dict[str, str]:
 
 
 def backup(platform: Platform, destination: Path, label: str | None = None) -> dict[str, Any]:
-    """Take a consistent backup of the home's committed state into ``destination/<id>``."""
-    home = platform.home
+    """Take a consistent backup of the home's committed state into ``destination/<id>``.
+
+    It is written into a hidden ``.<id>.partial`` folder renamed into place at
+    the end, so a failure (a full disk) leaves no half backup: the partial
+    folder is removed and the error is one ``RecoveryError``.
+    """
     backup_id = label or platform.ledger.allocate_id("BK")
     target = Path(destination) / backup_id
     if target.exists():
         raise RecoveryError(f"backup {target} already exists")
     staging = Path(destination) / f".{backup_id}.partial"
     shutil.rmtree(staging, ignore_errors=True)
+    try:
+        manifest = _write_backup(platform, backup_id, staging)
+        staging.rename(target)
+    except (OSError, sqlite3.Error) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise RecoveryError(f"backup {backup_id} into {destination} failed: {_os_reason(exc)}; "
+                            f"no partial backup was left") from exc
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return manifest | {"path": str(target)}
+
+
+def _write_backup(platform: Platform, backup_id: str, staging: Path) -> dict[str, Any]:
+    home = platform.home
     _sqlite_backup(home.ledger_db, staging / "ledger.db")
     _sqlite_backup(home.catalog_db, staging / "catalog.db")
     files: list[dict[str, Any]] = []
@@ -111,116 +188,320 @@ def backup(platform: Platform, destination: Path, label: str | None = None) -> d
         "files": files,
     }
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    staging.rename(target)
-    return manifest | {"path": str(target)}
+    return manifest
 
 
 def _copy_into(home: AtlasmartHome, path: Path, staging: Path) -> dict[str, Any]:
     relative = path.resolve().relative_to(home.root)
     destination = staging / "files" / relative
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, destination)
+    _copy_file(path, destination)
     return {"path": str(relative), "sha256": sha256_file(destination), "bytes": destination.stat().st_size}
 
 
-def check_backup(backup_dir: Path) -> dict[str, Any]:
-    """Load a backup's manifest and prove every file is intact."""
+def _expected(manifest: dict[str, Any]) -> dict[str, str]:
+    """Every file of a backup, relative to the backup folder, with its SHA-256."""
+    expected = {"ledger.db": manifest["ledger_sha256"], "catalog.db": manifest["catalog_sha256"]}
+    expected.update({f"files/{f['path']}": f["sha256"] for f in manifest["files"]})
+    return expected
+
+
+def _load_complete_backup(backup_dir: Path) -> dict[str, Any]:
+    """The backup's manifest, once every file it lists is known to exist (no file is read yet)."""
     manifest_path = Path(backup_dir) / "manifest.json"
-    if not manifest_path.exists():
+    if not manifest_path.is_file():
         raise RecoveryError(f"{backup_dir} is not a backup (no manifest.json)")
-    manifest = json.loads(manifest_path.read_text())
-    bad = [f["path"] for f in manifest["files"] if sha256_file(Path(backup_dir) / "files" / f["path"]) != f["sha256"]]
-    for name in ("ledger", "catalog"):
-        if sha256_file(Path(backup_dir) / f"{name}.db") != manifest[f"{name}_sha256"]:
-            bad.append(f"{name}.db")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except ValueError as exc:
+        raise RecoveryError(f"{manifest_path} is not a backup manifest: not valid JSON ({exc})") from None
+    absent = [k for k in MANIFEST_KEYS if k not in manifest] if isinstance(manifest, dict) else list(MANIFEST_KEYS)
+    if absent:
+        raise RecoveryError(f"{manifest_path} is not a backup manifest: it lacks {', '.join(absent)}")
+    expected = _expected(manifest)
+    missing = [name for name in expected if not (Path(backup_dir) / name).is_file()]
+    if missing:
+        raise RecoveryError(f"backup {manifest['backup_id']} at {backup_dir} is incomplete: {len(missing)} "
+                            f"file{'s' if len(missing) > 1 else ''} missing ({', '.join(missing[:5])}); "
+                            f"nothing was restored")
+    return manifest
+
+
+def _corrupt(manifest: dict[str, Any], folder: Path) -> list[str]:
+    """Files of ``folder`` (laid out as the backup) that fail their manifest checksum."""
+    return [name for name, sha in _expected(manifest).items() if sha256_file(folder / name) != sha]
+
+
+def check_backup(backup_dir: Path) -> dict[str, Any]:
+    """Load a backup's manifest and prove every file is there and intact."""
+    manifest = _load_complete_backup(backup_dir)
+    bad = _corrupt(manifest, Path(backup_dir))
     if bad:
         raise RecoveryError(f"backup {manifest['backup_id']} is corrupt: {len(bad)} files fail their checksum "
                             f"({', '.join(bad[:5])})")
     return manifest
 
 
+def _free_path(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``… : the first name nothing uses yet."""
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
+
+
 def restore(backup_dir: Path, home: AtlasmartHome, at: datetime) -> dict[str, Any]:
-    """Restore a checked backup into its home; whatever was there is moved aside, not deleted."""
-    manifest = check_backup(backup_dir)
+    """Restore a backup into its home, all or nothing; the previous home is kept beside it, not deleted.
+
+    Order: refuse a backup missing a file; copy it into a staging folder next
+    to the home and check every checksum there; rename the home aside
+    (``<home>.damaged-<time>``); rename the staging folder into place; move
+    what is not the product's data (Dagster instance, clock, artifacts) back
+    into the new home. Any failure before the swap removes the staging folder
+    and leaves the home untouched; a failed swap puts the home back.
+    """
+    backup_dir = Path(backup_dir)
+    manifest = _load_complete_backup(backup_dir)
+    backup_id = manifest["backup_id"]
     if Path(manifest["home"]) != home.root:
         raise RecoveryError(
-            f"backup {manifest['backup_id']} belongs to home {manifest['home']}: Iceberg metadata holds absolute "
+            f"backup {backup_id} belongs to home {manifest['home']}: Iceberg metadata holds absolute "
             f"paths, so it restores there (not into {home.root})"
         )
-    home.root.mkdir(parents=True, exist_ok=True)
-    aside = home.root / f".damaged-{at.strftime('%Y%m%dT%H%M%S')}"
-    moved = []
-    for name in ("catalog.db", "ledger.db", "ledger.db-wal", "ledger.db-shm", "warehouse", "raw"):
-        if (home.root / name).exists():
-            aside.mkdir(parents=True, exist_ok=True)
-            (home.root / name).rename(aside / name)
-            moved.append(name)
-    shutil.copyfile(Path(backup_dir) / "catalog.db", home.catalog_db)
-    shutil.copyfile(Path(backup_dir) / "ledger.db", home.ledger_db)
-    for item in manifest["files"]:
-        destination = home.root / item["path"]
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(Path(backup_dir) / "files" / item["path"], destination)
-        if destination.is_relative_to(home.raw_dir):
-            destination.chmod(0o444)
-    return {"backup_id": manifest["backup_id"], "restored_files": len(manifest["files"]),
-            "moved_aside": moved, "aside": str(aside) if moved else None}
+    stamp = at.strftime("%Y%m%dT%H%M%S")
+    staging = _free_path(home.root.parent / f".{home.root.name}.restoring-{stamp}")
+    try:
+        _stage(backup_dir, manifest, home, staging)
+    except BaseException as exc:
+        shutil.rmtree(staging, ignore_errors=True)  # whatever stopped it, no half-staged folder stays behind
+        if isinstance(exc, OSError):
+            raise RecoveryError(f"restore of backup {backup_id} stopped while staging it in {staging}: "
+                                f"{_os_reason(exc)}; the home {home.root} is untouched") from exc
+        raise
+    aside = _swap(home.root, staging, home.root.parent / f"{home.root.name}.damaged-{stamp}", backup_id)
+    moved, carried, left = [], [], []
+    if aside is not None:
+        for name in ("warehouse", "raw"):
+            if (aside / name).is_dir() and not any((aside / name).iterdir()):
+                (aside / name).rmdir()  # an empty folder (opening a home creates them) is no evidence
+        moved = sorted(p.name for p in aside.iterdir() if p.name in DATA_ENTRIES)
+        for entry in sorted(aside.iterdir()):
+            if entry.name in DATA_ENTRIES:
+                continue
+            try:
+                _rename(entry, home.root / entry.name)
+                carried.append(entry.name)
+            except OSError:
+                left.append(entry.name)  # the data is restored; this stays in the aside folder, reported
+        if not moved and not left:
+            aside.rmdir()  # the home held none of the product's data: nothing to keep as evidence
+            aside = None
+    return {"backup_id": backup_id, "restored_files": len(manifest["files"]), "moved_aside": moved,
+            "aside": str(aside) if aside else None, "carried_over": carried, "left_aside": left}
+
+
+def _stage(backup_dir: Path, manifest: dict[str, Any], home: AtlasmartHome, staging: Path) -> None:
+    """Copy the backup into ``staging`` laid out as a home, and prove every copy against its checksum."""
+    for hook in FILE_HOOKS:
+        hook(backup_dir, staging)
+    staging.mkdir(parents=True)
+    layout = {name: name.removeprefix("files/") for name in _expected(manifest)}
+    for name, target in layout.items():
+        _copy_file(backup_dir / name, staging / target)
+    bad = [name for name, sha in _expected(manifest).items() if sha256_file(staging / layout[name]) != sha]
+    if bad:
+        raise RecoveryError(f"backup {manifest['backup_id']} is corrupt: {len(bad)} file{'s' if len(bad) > 1 else ''} "
+                            f"fail their checksum ({', '.join(bad[:5])}); the home {home.root} is untouched")
+    for target in layout.values():
+        if target.startswith("raw/"):
+            (staging / target).chmod(0o444)  # raw evidence is write-once
+
+
+def _swap(root: Path, staged: Path, aside_name: Path, backup_id: str) -> Path | None:
+    """Rename ``root`` aside and ``staged`` into its place; on failure the home is put back. Returns the aside folder."""
+    aside = _free_path(aside_name) if root.exists() else None
+    try:
+        if aside is not None:
+            _rename(root, aside)
+    except OSError as exc:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise RecoveryError(f"restore of backup {backup_id} could not move the home {root} aside: "
+                            f"{_os_reason(exc)}; the home is untouched") from exc
+    try:
+        _rename(staged, root)
+    except OSError as exc:
+        reason = _os_reason(exc)
+        if aside is not None:
+            try:
+                _rename(aside, root)
+            except OSError:
+                raise RecoveryError(
+                    f"restore of backup {backup_id} could not move the restored home into {root} ({reason}) nor put "
+                    f"the previous home back: the previous home is at {aside} and the verified restore at "
+                    f"{staged}; rename one of them to {root}") from exc
+        shutil.rmtree(staged, ignore_errors=True)
+        raise RecoveryError(f"restore of backup {backup_id} could not move the restored home into {root}: "
+                            f"{reason}; the home is untouched") from exc
+    return aside
+
+
+def _finding(scope: str, kind: str, asset: str | None, partition: str | None, message: str) -> dict[str, Any]:
+    return {"scope": scope, "kind": kind, "asset": asset, "partition": partition, "message": message}
+
+
+def _read_failure(exc: BaseException) -> tuple[str, str]:
+    """(kind, one-line reason) of an exception raised while reading a partition."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    lowered = text.lower()
+    if isinstance(exc, duckdb.ConversionException | duckdb.OutOfRangeException) and (
+            "out of range" in lowered or "overflow" in lowered):
+        return "overflow", f"its sums overflow: {text}"
+    if isinstance(exc, FileNotFoundError) or (isinstance(exc, duckdb.IOException) and "no files found" in lowered):
+        return "missing_file", f"a file is missing: {text}"
+    return "unreadable", f"unreadable ({type(exc).__name__}: {text})"
+
+
+def _missing_files(wh: Warehouse, spec: TableSpec, partition: str, snapshot_id: int | None) -> list[str]:
+    """Data files of one partition at a snapshot that are not on disk, relative to the home."""
+    files = wh.data_files(spec, [partition], snapshot_id)
+    return [str(Path(f).relative_to(wh.home.root)) if Path(f).is_relative_to(wh.home.root) else f
+            for f in files if not Path(f).exists()]
+
+
+def _check_certified(wh: Warehouse, spec: TableSpec, partition: str, cert) -> list[dict[str, Any]]:
+    """What is wrong with one certified partition: unreadable, or not what was certified."""
+    where = f"{spec.name} {partition}"
+
+    def found(kind: str, message: str) -> list[dict[str, Any]]:
+        return [_finding("certified", kind, spec.name, partition, f"{where}: {message}")]
+
+    try:
+        table = wh.existing(spec)
+        if cert.snapshot_id is not None and (table is None or table.snapshot_by_id(cert.snapshot_id) is None):
+            return found("snapshot_missing", f"certified snapshot {cert.snapshot_id} is no longer in the table")
+        missing = _missing_files(wh, spec, partition, cert.snapshot_id)
+        if missing:
+            return found("missing_file", f"certified version unreadable: file{'s' if len(missing) > 1 else ''} "
+                                         f"missing ({', '.join(missing)})")
+        fingerprint = fingerprints_of(wh, spec, [partition], cert.snapshot_id)[partition]
+        controls = None
+        if spec != METRIC_GROSS_REVENUE and cert.controls is not None:
+            controls = controls_of(wh, spec, [partition], cert.snapshot_id)[partition]
+    except Exception as exc:  # noqa: BLE001 - whatever stops the read is exactly what verify reports
+        kind, reason = _read_failure(exc)
+        return found(kind, f"certified version {reason}")
+    out = []
+    if fingerprint != cert.fingerprint:
+        out += found("fingerprint", f"fingerprint {fingerprint[:12]}… differs from certified {cert.fingerprint[:12]}…")
+    if controls is not None and controls != cert.controls:
+        out += found("controls", f"controls {controls} differ from certified {cert.controls}")
+    return out
+
+
+def _layer_probes(platform: Platform) -> list[tuple[str, Callable[[str], Any]]]:
+    """One reader per table a day's reconciliation reads, to find which one fails."""
+    wh = platform.warehouse
+    probes: list[tuple[str, Callable[[str], Any]]] = [(RAW_ORDER_LINES.name, lambda d: canonical_controls(platform, [d]))]
+    for spec in (FACT_SALES, AGG_DAILY_SALES, MART_FINANCE_DAILY_SALES, MART_EXECUTIVE_REVENUE):
+        probes.append((spec.name, lambda d, spec=spec: controls_of(wh, spec, [d])))
+    probes.append((METRIC_GROSS_REVENUE.name, lambda d: metric_revenue_of(wh, [d])))
+    return probes
+
+
+def _check_layers(platform: Platform, days: list[str]) -> list[dict[str, Any]]:
+    """Findings of every day's reconciliation with raw; a day that cannot be read is a finding, not a crash."""
+    findings, readable = [], []
+    for day in days:
+        missing = []
+        for spec in LAYER_TABLES:
+            try:
+                files = _missing_files(platform.warehouse, spec, day, None)
+            except Exception as exc:  # noqa: BLE001 - e.g. a manifest of the table is gone
+                kind, reason = _read_failure(exc)
+                missing.append(_finding("layers", kind, spec.name, day, f"{day}: {spec.name} {reason}"))
+                continue
+            if files:
+                missing.append(_finding("layers", "missing_file", spec.name, day,
+                                        f"{day}: {spec.name} unreadable: missing {', '.join(files)}"))
+        findings += missing
+        if not missing:
+            readable.append(day)
+    if not readable:
+        return findings
+    try:
+        per_day = verify_partitions(platform, readable)["per_day"]
+    except Exception:  # noqa: BLE001 - one bad day must not hide the others: reconcile day by day
+        per_day = {}
+        for day in readable:
+            try:
+                per_day[day] = verify_partitions(platform, [day])["per_day"][day]
+            except Exception as exc:  # noqa: BLE001 - reported below, with the table that fails
+                findings.append(_unreadable_day(platform, day, exc))
+    for day, result in sorted(per_day.items()):
+        if result["mismatches"]:
+            tables = [m for m in result["mismatches"] if m in TABLES_BY_NAME]
+            findings.append(_finding("layers", "mismatch", ", ".join(tables) or None, day,
+                                     f"{day}: {', '.join(result['mismatches'])} disagree with controls "
+                                     f"recomputed from raw {result['canonical']}"))
+    return sorted(findings, key=lambda f: f["partition"])
+
+
+def _unreadable_day(platform: Platform, day: str, exc: BaseException) -> dict[str, Any]:
+    """The finding for a day whose reconciliation raised: which table, and why."""
+    asset, cause = None, exc
+    for name, probe in _layer_probes(platform):
+        try:
+            probe(day)
+        except Exception as probe_exc:  # noqa: BLE001 - the first table that cannot be read is the culprit
+            asset, cause = name, probe_exc
+            break
+    kind, reason = _read_failure(cause)
+    return _finding("layers", kind, asset, day, f"{day}: {asset or 'reconciliation'} {reason}")
 
 
 def verify(platform: Platform) -> dict[str, Any]:
-    """Recompute and compare everything the ledger vouches for.
+    """Recompute and compare everything the ledger vouches for; report, never crash, per partition.
 
-    Three kinds of problems: ``certified`` (a served version no longer has the
-    certified fingerprint or controls, or cannot be read), ``raw`` (raw
-    evidence missing or changed) and ``layers`` (a layer disagrees with the
-    controls recomputed from raw, e.g. after an interrupted run; consumers are
-    still served certified versions, but the day needs a re-run).
-    ``certified_ok`` is what consumers rely on; ``ok`` means everything agrees.
+    Every finding is ``{scope, kind, asset, partition, message}``. Scopes:
+    ``certified`` (a served version no longer has the certified fingerprint
+    or controls, or cannot be read), ``raw`` (raw evidence missing or
+    changed) and ``layers`` (a layer disagrees with the controls recomputed
+    from raw, e.g. after an interrupted run, or cannot be read; consumers are
+    still served certified versions, but the day needs a re-run). Kinds say
+    what was found: ``missing_file``, ``snapshot_missing``, ``overflow``,
+    ``unreadable``, ``fingerprint``, ``controls``, ``mismatch``,
+    ``raw_missing``, ``raw_changed``. ``certified_ok`` is what consumers
+    rely on; ``ok`` means everything agrees. ``problems`` and ``by_kind``
+    (per scope) hold the same messages.
     """
     ledger, wh = platform.ledger, platform.warehouse
-    problems: dict[str, list[str]] = {"certified": [], "raw": [], "layers": []}
+    findings: list[dict[str, Any]] = []
     checked = {"certified_partitions": 0, "raw_batches": 0, "days": 0}
     for asset in CERTIFIED_ASSETS:
         spec = TABLES_BY_NAME[asset]
         for partition, served in sorted(ledger.partitions.served_map(asset).items()):
-            cert = served.certification
             checked["certified_partitions"] += 1
-            try:
-                fingerprint = fingerprints_of(wh, spec, [partition], cert.snapshot_id)[partition]
-            except Exception as exc:  # noqa: BLE001 - a missing snapshot or file is exactly what verify reports
-                problems["certified"].append(
-                    f"{asset} {partition}: certified snapshot unreadable ({type(exc).__name__}: {exc})")
-                continue
-            if fingerprint != cert.fingerprint:
-                problems["certified"].append(f"{asset} {partition}: fingerprint {fingerprint[:12]}… differs from "
-                                             f"certified {cert.fingerprint[:12]}…")
-            if spec != TABLES_BY_NAME["metric_gross_revenue"] and cert.controls is not None:
-                controls = controls_of(wh, spec, [partition], cert.snapshot_id)[partition]
-                if controls != cert.controls:
-                    problems["certified"].append(
-                        f"{asset} {partition}: controls {controls} differ from certified {cert.controls}")
+            findings += _check_certified(wh, spec, partition, served.certification)
     batches = ledger.batches.list()
     for batch in batches:
         checked["raw_batches"] += 1
         stored = platform.raw_store.get(batch["partition"], batch["batch_id"])
-        if stored is None:
-            problems["raw"].append(f"raw batch {batch['batch_id']} is missing from the raw store")
+        if stored is None or not stored.data_path.is_file():
+            findings.append(_finding("raw", "raw_missing", RAW_ORDER_LINES.name, batch["partition"],
+                                     f"raw batch {batch['batch_id']} is missing from the raw store"))
         elif sha256_file(stored.data_path) != batch["data_sha256"]:
-            problems["raw"].append(f"raw batch {batch['batch_id']} no longer hashes to its manifest's data_sha256")
+            findings.append(_finding("raw", "raw_changed", RAW_ORDER_LINES.name, batch["partition"],
+                                     f"raw batch {batch['batch_id']} no longer hashes to its manifest's data_sha256"))
     days = sorted({b["partition"] for b in batches})
     checked["days"] = len(days)
-    if days:
-        chain = verify_partitions(platform, days)
-        for day, result in chain["per_day"].items():
-            if result["mismatches"]:
-                problems["layers"].append(f"{day}: {', '.join(result['mismatches'])} disagree with controls "
-                                          f"recomputed from raw {result['canonical']}")
-    flat = [p for kind in ("certified", "raw", "layers") for p in problems[kind]]
+    findings += _check_layers(platform, days)
+    by_kind = {scope: [f["message"] for f in findings if f["scope"] == scope] for scope in ("certified", "raw", "layers")}
     return {
-        "ok": not flat,
-        "certified_ok": not problems["certified"] and not problems["raw"],
-        "problems": flat,
-        "by_kind": problems,
+        "ok": not findings,
+        "certified_ok": not by_kind["certified"] and not by_kind["raw"],
+        "findings": findings,
+        "problems": [f["message"] for f in findings],
+        "by_kind": by_kind,
         "checked": checked,
     }
 
@@ -240,18 +521,55 @@ def total_fact_controls(platform: Platform) -> ControlTuple:
     return total(controls_of(platform.warehouse, FACT_SALES, days).values())
 
 
+def _is_day(text: str) -> bool:
+    """``YYYY-MM-DD`` and a real date (``fromisoformat`` alone also takes ``20260920``)."""
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return False
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _validate_rollback_target(asset: str, partition: str) -> None:
+    if asset not in TABLES_BY_NAME:
+        raise RecoveryError(f"unknown asset {asset!r}: roll back one of {', '.join(ROLLBACK_ASSETS)}")
+    if asset not in ROLLBACK_ASSETS:
+        raise RecoveryError(f"cannot roll back {asset}: no certification pins its versions; roll back one of "
+                            f"{', '.join(ROLLBACK_ASSETS)}")
+    if not _is_day(partition):
+        raise RecoveryError(f"partition must be a day like 2026-09-20, not {partition!r}")
+
+
 def rollback_partition(platform: Platform, asset: str, partition: str, actor: str, reason: str) -> dict[str, Any]:
     """Put one partition of one table back to the version its last certification was built on.
 
     Iceberg rollback moves a whole table; for one day we write the rows of
     that day as they were at the pinned snapshot as a new snapshot (copy
-    forward). Other days are untouched.
+    forward). Other days are untouched. ``asset`` is one of
+    ``ROLLBACK_ASSETS``; a version that can no longer be read is refused,
+    never written back as an empty day.
     """
+    _validate_rollback_target(asset, partition)
     spec = TABLES_BY_NAME[asset]
     pinned = _pinned_snapshot(platform, asset, partition)
     if pinned is None:
         raise RecoveryError(f"{asset} {partition} has no certified version to roll back to")
-    rows = platform.warehouse.read(spec, [partition], pinned)
+    table = platform.warehouse.existing(spec)
+    if table is None or table.snapshot_by_id(pinned) is None:
+        raise RecoveryError(f"{asset} {partition}: the certified version (snapshot {pinned}) is no longer in the "
+                            f"table; restore a backup instead")
+    try:
+        missing = _missing_files(platform.warehouse, spec, partition, pinned)
+        if missing:
+            raise RecoveryError(f"{asset} {partition}: the certified version is unreadable, files missing "
+                                f"({', '.join(missing)}); restore a backup instead")
+        rows = platform.warehouse.read(spec, [partition], pinned)
+    except RecoveryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - told in one line, and nothing is written
+        raise RecoveryError(f"{asset} {partition}: the certified version is {_read_failure(exc)[1]}") from exc
     snapshot_id = platform.warehouse.overwrite(
         spec, rows, [partition], {"run_id": f"rollback:{actor}", "rolled_back_to": str(pinned), "reason": reason}
     )
@@ -271,7 +589,7 @@ def _pinned_snapshot(platform: Platform, asset: str, partition: str) -> int | No
     served = ledger.partitions.served("mart_finance_daily_sales", partition) or ledger.partitions.served("metric_gross_revenue", partition)
     if served is None:
         return None
-    built_id = served.certification.detail.get("built_event_id")
+    # As maintenance protects it: the newest build up to the one the certification was decided on.
+    built_id = served.certification.detail.get("built_event_id") or served.certification.id
     candidates = [e for e in ledger.partitions.events(asset=asset, partition=partition, states=(BUILT,)) if e.id <= built_id]
     return candidates[-1].snapshot_id if candidates else None
-
