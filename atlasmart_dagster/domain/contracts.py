@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from .controls import CONTROL_FIELDS, ControlTuple
+
 CHANNELS = ("web", "store", "marketplace")
 PAID_STATUS = "paid"
 # The closed set of order line statuses; anything else (``PAID``, ``paid ``,
@@ -96,6 +98,40 @@ class QualityThresholds:
         return found
 
 
+def _default_restatement_limits() -> dict[str, float]:
+    # Profit is a difference, so a modest change of revenue or cost moves it by
+    # a larger share: its limit is wider; revenue and cost catch a doubled day.
+    return {name: (1.0 if name == "gross_profit_usd" else 0.5) for name in CONTROL_FIELDS}
+
+
+@dataclass(frozen=True)
+class RestatementTolerance:
+    """How far a re-send may move a certified day's controls before the data owner must approve it.
+
+    Per measure of the control tuple, the largest relative change (0.5 = 50 %)
+    a new batch may make to what consumers were already served. Within it, a
+    restatement is certified as the next version; beyond it (every amount
+    doubled, a day's revenue from 100 to 0) the new version is built and
+    checked but held, and consumers keep the certified one.
+    """
+
+    max_relative_change: Mapping[str, float] = field(default_factory=_default_restatement_limits)
+
+    def breaches(self, served: ControlTuple, candidate: ControlTuple) -> list[str]:
+        """Each measure that moves beyond its limit, as ``revenue_usd 100.00 -> 200.00 (+100%, limit 50%)``."""
+        found = []
+        for name in CONTROL_FIELDS:
+            before, after = getattr(served, name), getattr(candidate, name)
+            if before == after:
+                continue
+            limit = self.max_relative_change.get(name, 0.0)
+            change = float(after - before) / float(before) if before else float("inf")
+            if abs(change) > limit:
+                shown = "new" if before == 0 else f"{change:+.0%}"
+                found.append(f"{name} {before} -> {after} ({shown}, limit {limit:.0%})")
+        return found
+
+
 @dataclass(frozen=True)
 class SourceContract:
     """One version of the order_lines source contract."""
@@ -108,6 +144,7 @@ class SourceContract:
     # True when the contract applies to a batch only after an owner approved it
     requires_approval: bool = False
     quality: QualityThresholds = field(default_factory=QualityThresholds)
+    restatement: RestatementTolerance = field(default_factory=RestatementTolerance)
 
     @property
     def source_fields(self) -> tuple[str, ...]:

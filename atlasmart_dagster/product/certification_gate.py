@@ -9,10 +9,15 @@ certifies it only if all of these hold:
 2. no certification hold covers the asset and partition (incident containment);
 3. the chain reconciles *at the pinned snapshots*: fact_sales = agg_daily_sales
    = governed metric = the mart, recomputed now from the published tables;
-4. the staged rows reconciled (manifest = accepted + quarantined), the fact
-   grain is unique and no money is negative, by the latest checks of the day;
+4. the staged rows reconciled (manifest = accepted + quarantined), the day's
+   quality is within its contract's thresholds, the fact grain is unique and
+   no money is negative, by the latest checks of the day;
 5. the fingerprint recomputed at the pinned snapshot equals the one recorded
-   at build time (what is certified is exactly what was checked).
+   at build time (what is certified is exactly what was checked);
+6. if consumers are already served a version of the day, the new controls are
+   within the day's contract tolerance of the served ones, or the data owner
+   approved exactly these figures (``restatements.py``): a re-send that
+   doubles a day is held, never certified on its own.
 
 A certification appends ``CERTIFIED`` (asset, partition, snapshot id,
 fingerprint, control tuple, run id, lane, time, actor) to the ledger; a refusal
@@ -45,7 +50,9 @@ from ..store.tables import (
     METRIC_GROSS_REVENUE,
     TABLES_BY_NAME,
 )
+from .contract_approvals import contract_of_day
 from .published_controls import controls_of, fingerprints_of, metric_revenue_of
+from .restatements import RESTATEMENT_HELD, approved_controls
 
 # The check each certified asset must have passed in the building run.
 OWN_CHECK = {
@@ -108,6 +115,9 @@ class GateEvidence:
             self.checks.setdefault((result["asset"], result["partition"]), []).append(result)
             self._by_run.setdefault((result["run_id"], result["partition"]), []).append(result)
         self.holds = ledger.holds.active()
+        self.served = {asset: ledger.partitions.served_map(asset) for asset in sorted({b.asset for b in builds})}
+        self.approved = approved_controls(ledger, days)
+        self._contracts: dict[str, Any] = {}
         self._controls: dict[tuple[str, int | None], dict] = {}
         self._revenue: dict[tuple[str, int | None], dict] = {}
         self._fingerprints: dict[tuple[str, int | None], dict] = {}
@@ -126,6 +136,18 @@ class GateEvidence:
 
     def hold(self, asset: str, partition: str) -> dict | None:
         return covering_hold(self.holds, asset, partition)
+
+    def restatement_breaches(self, built: PartitionEvent, candidate: ControlTuple) -> list[str]:
+        """Beyond-tolerance changes of ``candidate`` against the served version (none if nothing is served)."""
+        served = self.served.get(built.asset, {}).get(built.partition)
+        if served is None or served.certification.controls in (None, candidate):
+            return []
+        if candidate in self.approved.get(built.partition, []):
+            return []
+        if built.partition not in self._contracts:
+            self._contracts[built.partition] = contract_of_day(self.platform.ledger, built.partition)
+        breaches = self._contracts[built.partition].restatement.breaches(served.certification.controls, candidate)
+        return [f"{RESTATEMENT_HELD}: {'; '.join(breaches)} (consumers keep version {served.version})"] if breaches else []
 
     # Table reads: one per (table, snapshot), of the days built into that snapshot.
     # A range run commits one snapshot per chunk of days; reading every day of
@@ -216,6 +238,8 @@ def decide(evidence: GateEvidence, built: PartitionEvent, run_succeeded: bool) -
     chain, fact_controls = chain_reasons(evidence, built)
     decision.reasons.extend(chain)
     decision.controls = fact_controls
+    if fact_controls is not None:
+        decision.reasons.extend(evidence.restatement_breaches(built, fact_controls))
     recomputed = evidence.fingerprint(TABLES_BY_NAME[built.asset], built.snapshot_id, built.partition)
     if recomputed != built.fingerprint:
         decision.reasons.append(

@@ -10,7 +10,8 @@ written anywhere but the raw store's private staging area (which is cleaned).
 
 A day with no manifest in the landing zone but batches already in the raw
 store is *replayed* from the raw store: replay never depends on the landing
-zone still holding old files.
+zone still holding old files. Batches an operator retired
+(``batch_lifecycle.py``) are left out of every load, the landed one included.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import csv
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Callable
 
 import duckdb
@@ -27,6 +29,7 @@ from ..domain.contracts import CONTRACTS, Conformance, SourceContract
 from ..errors import SourceNotReady
 from ..store.clock import format_ts
 from ..store.landing import (
+    CONTROL_TOTAL_FIELDS,
     Manifest,
     batch_sql,
     field_types,
@@ -37,6 +40,7 @@ from ..store.landing import (
 )
 from ..store.platform import Platform
 from ..store.raw_store import StoredBatch
+from .batch_lifecycle import retired_batches
 from .contract_approvals import resolver
 
 # (manifest, batch_id) -> contract to apply, or None when the version is unknown
@@ -75,8 +79,8 @@ class PartitionSource:
 
 def _profile(
     con: duckdb.DuckDBPyConnection, path, fmt: str, fields: tuple[str, ...], contract: SourceContract, manifest: Manifest
-) -> tuple[int, int | None, int | None]:
-    """(rows, min source_seq, max source_seq) of a data file, read by the exact reader the load uses.
+) -> tuple[int, int | None, int | None, dict[str, Decimal]]:
+    """(rows, min source_seq, max source_seq, totals) of a data file, read by the exact reader the load uses.
 
     Anything this cannot parse is refused here, before the raw store commit: a
     batch the load could not read would otherwise sit in the raw store and
@@ -84,7 +88,9 @@ def _profile(
     """
     rows_sql = batch_sql(path, fmt, fields, contract, manifest.partition, manifest.batch_id,
                          types=field_types(con, path, fmt))
-    return con.sql(f"SELECT count(*), min(source_seq), max(source_seq) FROM ({rows_sql})").fetchall()[0]
+    sums = ", ".join(f"coalesce(sum({name}), 0)" for name in CONTROL_TOTAL_FIELDS)
+    found = con.sql(f"SELECT count(*), min(source_seq), max(source_seq), {sums} FROM ({rows_sql})").fetchall()[0]
+    return found[0], found[1], found[2], {n: Decimal(v) for n, v in zip(CONTROL_TOTAL_FIELDS, found[3:])}
 
 
 def _stored_batch_view(
@@ -108,6 +114,14 @@ def _stored_batch_view(
     return ReadyBatch(stored, manifest, contract, fields, newly_landed=False)
 
 
+def _landed_batch_id(manifest_bytes: bytes) -> str | None:
+    try:
+        data = json.loads(manifest_bytes)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data.get("batch_id") if isinstance(data, dict) else None
+
+
 def prepare_partition(
     platform: Platform,
     partition: str,
@@ -122,12 +136,21 @@ def prepare_partition(
     if contract_for is None:
         contract_for = resolver(platform.ledger)
     landing = platform.landing
+    retired = retired_batches(platform.ledger, partition)
     manifest_bytes = landing.read_manifest_bytes(partition)
-    if manifest_bytes is None:
-        stored = platform.raw_store.batches(partition)
+    landed_retired = _landed_batch_id(manifest_bytes) in retired if manifest_bytes is not None else False
+    if manifest_bytes is None or landed_retired:
+        stored = [s for s in platform.raw_store.batches(partition) if s.batch_id not in retired]
         if stored:
             views = tuple(_stored_batch_view(platform, s, contract_for, con) for s in stored)
             return PartitionSource(partition, views, replayed_from_raw_store=True)
+        if landed_retired:
+            batch_id = _landed_batch_id(manifest_bytes)
+            why = retired[batch_id]
+            raise SourceNotReady(partition, [
+                f"the landed batch {batch_id} was retired by {why.actor} ({why.reason}) and no other batch of the day "
+                "is accepted: waiting for a new delivery"
+            ])
         folder = landing.folder(partition)
         if not folder.is_dir():
             problem = f"no landing folder {folder.name}/ and no manifest (the batch has not arrived)"
@@ -181,12 +204,17 @@ def prepare_partition(
             if not fields and fmt == "jsonl":
                 # No rows, so no keys: an empty JSON Lines file fits any layout (a no-sales day).
                 fields = contract.source_fields
-            rows, seq_min, seq_max = _profile(con, staged.data_path, fmt, fields, contract, manifest)
+            rows, seq_min, seq_max, totals = _profile(con, staged.data_path, fmt, fields, contract, manifest)
         except (duckdb.Error, UnicodeDecodeError, csv.Error) as exc:
             first_line = str(exc).strip().splitlines()[0]
             raise SourceNotReady(partition, [f"data file {manifest.data_file} is malformed: {first_line}"]) from exc
         if rows != manifest.expected_rows:
             problems.append(f"expected_rows is {manifest.expected_rows} but {manifest.data_file} has {rows} rows")
+        for name, declared in (manifest.control_totals or {}).items():
+            if totals[name] != declared:
+                problems.append(
+                    f"the manifest totals {name} at {declared}, the rows of {manifest.data_file} add up to {totals[name]}"
+                )
         if seq_min is not None and (seq_min < manifest.source_seq_low or seq_max > manifest.source_seq_high):
             problems.append(
                 f"source_seq range {seq_min}..{seq_max} in the file lies outside the manifest's "
@@ -202,7 +230,7 @@ def prepare_partition(
     others = tuple(
         _stored_batch_view(platform, s, contract_for, con)
         for s in platform.raw_store.batches(partition)
-        if s.batch_id != manifest.batch_id
+        if s.batch_id != manifest.batch_id and s.batch_id not in retired
     )
     batches = tuple(sorted(others + (landed,), key=lambda b: (b.manifest.source_seq_low, b.manifest.batch_id)))
     return PartitionSource(partition, batches, replayed_from_raw_store=False)

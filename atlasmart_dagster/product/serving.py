@@ -9,6 +9,7 @@ Partition states, worst first:
 
 ``WITHDRAWN``            certification withdrawn; serving an older version if any
 ``DELAYED``              due and not certified (e.g. the source is not ready)
+``RESTATEMENT_HELD``     certified; a re-send beyond tolerance waits for its owner
 ``RESTATEMENT_PENDING``  certified, but newer source data is waiting to be rebuilt
 ``CERTIFIED``            every certified product of the day is served
 ``PENDING``              not due yet and not certified
@@ -24,11 +25,21 @@ import duckdb
 import pyarrow as pa
 
 from ..store.clock import format_ts
-from ..store.ledger.partition_states import BLOCKED_UPSTREAM, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN, ServedVersion
+from ..store.ledger.partition_states import (
+    BLOCKED_UPSTREAM,
+    CERTIFICATION_REFUSED,
+    CERTIFIED,
+    RESTATEMENT_PENDING,
+    WITHDRAWN,
+    ServedVersion,
+)
 from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS, TABLES_BY_NAME
 from ..store.warehouse import duckdb_connection
+from .restatements import RESTATEMENT_HELD
 from .slo import SloResult, due_at, latest_results
+
+HELD = "RESTATEMENT_HELD"
 
 
 @dataclass
@@ -110,6 +121,16 @@ def partition_statuses(platform: Platform, partitions: Sequence[str], now: datet
     return statuses
 
 
+def _held_restatement(platform: Platform, partition: str) -> str | None:
+    """The guard's reason when the day's newest decision held a restatement for its owner."""
+    decisions = platform.ledger.partitions.events(
+        partition=partition, states=(CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS
+    )
+    if not decisions or decisions[-1].state != CERTIFICATION_REFUSED:
+        return None
+    return next((r for r in decisions[-1].detail.get("reasons", []) if r.startswith(RESTATEMENT_HELD)), None)
+
+
 def _state(platform: Platform, partition: str, now: datetime, served_now: dict[str, ServedVersion | None]) -> PartitionStatus:
     assets = [_asset_state(platform, asset, partition, served_now[asset]) for asset in CERTIFIED_ASSETS]
     served = [a for a in assets if a.served]
@@ -121,6 +142,9 @@ def _state(platform: Platform, partition: str, now: datetime, served_now: dict[s
     if len(served) == len(assets):
         version = max(a.served.version for a in served)
         at = max(a.served.certification.recorded_at for a in served)
+        held = _held_restatement(platform, partition)
+        if held:
+            return PartitionStatus(partition, HELD, f"serving certified version {version}; {held}", assets)
         if any(a.restatement_pending for a in assets):
             return PartitionStatus(
                 partition, RESTATEMENT_PENDING, f"serving certified version {version}; newer source data is being rebuilt", assets

@@ -12,6 +12,7 @@ import csv
 import json
 from dataclasses import dataclass
 from datetime import date, datetime
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,12 @@ class Manifest:
     ready_at: datetime
     data_file: str
     data_sha256: str
+    # Optional source-side totals of the batch ({"line_amount_usd": "820.00", ...}), reconciled on admission.
+    control_totals: dict[str, Decimal] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        totals = {"control_totals": {k: str(v) for k, v in self.control_totals.items()}} if self.control_totals else {}
+        return totals | {
             "source_system": self.source_system,
             "partition": self.partition,
             "batch_id": self.batch_id,
@@ -61,6 +65,29 @@ class Manifest:
 
 
 _INT_FIELDS = ("expected_rows", "source_seq_low", "source_seq_high")
+# Fields a manifest may total, and how the load reads each (the batch's own typed rows).
+CONTROL_TOTAL_FIELDS = ("quantity", "line_amount_usd", "line_cost_usd")
+
+
+def _control_totals(value: Any) -> tuple[dict[str, Decimal] | None, list[str]]:
+    if value is None:
+        return None, []
+    if not isinstance(value, dict) or not value:
+        return None, ["manifest control_totals must be an object of field totals"]
+    totals, problems = {}, []
+    for name, total in value.items():
+        if name not in CONTROL_TOTAL_FIELDS:
+            problems.append(f"manifest control_totals names {name!r}; totals are kept for {', '.join(CONTROL_TOTAL_FIELDS)}")
+            continue
+        try:
+            if isinstance(total, bool) or not isinstance(total, (int, str)):
+                raise InvalidOperation
+            totals[name] = Decimal(str(total))
+            if not totals[name].is_finite():
+                raise InvalidOperation
+        except InvalidOperation:
+            problems.append(f"manifest control_totals {name} is {total!r}, not a decimal number")
+    return (totals if not problems else None), problems
 _STR_FIELDS = ("source_system", "partition", "batch_id", "schema_version", "ready_at", "data_file", "data_sha256")
 
 
@@ -99,6 +126,8 @@ def parse_manifest(raw: bytes, partition: str) -> tuple[Manifest | None, list[st
     except ValueError:
         problems.append(f"manifest ready_at {data['ready_at']!r} is not an ISO timestamp")
         ready_at = None
+    control_totals, total_problems = _control_totals(data.get("control_totals"))
+    problems.extend(total_problems)
     if problems:
         return None, problems
     return (
@@ -113,6 +142,7 @@ def parse_manifest(raw: bytes, partition: str) -> tuple[Manifest | None, list[st
             ready_at=ready_at,
             data_file=data["data_file"],
             data_sha256=data["data_sha256"].lower(),
+            control_totals=control_totals,
         ),
         [],
     )

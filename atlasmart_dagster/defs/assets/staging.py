@@ -4,7 +4,7 @@
 import dagster as dg
 
 from ...domain.check_names import QUALITY_WITHIN_THRESHOLDS, STAGED_ROWS_RECONCILE
-from ...domain.contracts import CONTRACT_V1, CONTRACTS, QualityThresholds
+from ...product.contract_approvals import contract_of_day
 from ...store.ledger.partition_states import BUILT
 from ...store.tables import QUARANTINE_ORDER_LINES, RAW_ORDER_LINES, STG_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
@@ -27,13 +27,6 @@ def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | Non
         counts = [known.get(b) for b in batch_ids]
         out[partition] = None if None in counts else sum(counts)
     return out
-
-
-def quality_thresholds(step: Step, partition: str) -> QualityThresholds:
-    """The thresholds of the contract the day's newest batch was read with."""
-    batches = step.ledger.batches.list(partition)
-    version = batches[-1]["contract_applied"] if batches else CONTRACT_V1.version
-    return CONTRACTS.get(version.split("+")[0], CONTRACT_V1).quality
 
 
 @dg.multi_asset(
@@ -127,7 +120,7 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
                 }
                 ok = expected[partition] == raw_rows == accepted[partition] + refused[partition]
                 reconcile.add(partition, ok, observed, {"staged": expected[partition], "rule": "accepted + quarantined"})
-                thresholds = quality_thresholds(step, partition)
+                thresholds = contract_of_day(step.ledger, partition).quality
                 breaches = thresholds.breaches(raw_rows, accepted[partition], reasons[partition])
                 quality.add(
                     partition,

@@ -1,0 +1,99 @@
+"""The restatement guard: a re-send that moves a certified day beyond tolerance waits for its owner.
+
+A new batch for a day consumers were already served is rebuilt and checked
+like any other. The certification gate compares the candidate's controls
+with the served ones (``RestatementTolerance`` of the day's contract); beyond
+tolerance it refuses with ``RESTATEMENT_HELD`` and consumers keep the
+certified version. The data owner then either approves exactly those
+figures (``approve_restatement``; the held build is certified as the next
+version) or rejects them by retiring the batch (``batch_lifecycle.py``) and
+reloading the day.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from ..domain.controls import ControlTuple
+from ..errors import AtlasmartError
+from ..store.clock import format_ts
+from ..store.ledger import Ledger
+from ..store.ledger.engine import LedgerTable, dumps
+from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
+from ..store.platform import Platform
+from ..store.tables import CERTIFIED_ASSETS
+from .contract_approvals import contract_of_day
+
+RESTATEMENT_HELD = "restatement held for the data owner's approval"
+
+RESTATEMENT_APPROVALS = LedgerTable(
+    "restatement_approvals",
+    """
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        partition TEXT NOT NULL,
+        controls_json TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        approved_by TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        incident_id TEXT,
+        at TEXT NOT NULL
+    """,
+)
+
+
+class RestatementError(AtlasmartError):
+    """A restatement decision that cannot be taken."""
+
+
+def approved_controls(ledger: Ledger, partitions) -> dict[str, list[ControlTuple]]:
+    """Per day, the candidate figures its owner approved."""
+    days = sorted(set(partitions))
+    if not days:
+        return {}
+    rows = ledger.engine.select(RESTATEMENT_APPROVALS, f"partition IN ({', '.join('?' for _ in days)})", days)
+    found: dict[str, list[ControlTuple]] = {}
+    for row in rows:
+        found.setdefault(row["partition"], []).append(ControlTuple.from_mapping(json.loads(row["controls_json"])))
+    return found
+
+
+def held_builds(platform: Platform, partition: str) -> list[PartitionEvent]:
+    """The newest build of each certified product of the day, where the gate held it as a restatement."""
+    events = platform.ledger.partitions
+    held = []
+    for asset in CERTIFIED_ASSETS:
+        builds = events.events(asset=asset, partition=partition, states=(BUILT,))
+        if not builds:
+            continue
+        newest = builds[-1]
+        decisions = [e for e in events.events(asset=asset, partition=partition, states=(CERTIFIED, CERTIFICATION_REFUSED))
+                     if e.detail.get("built_event_id") == newest.id]
+        if decisions and decisions[-1].state == CERTIFICATION_REFUSED and any(
+            r.startswith(RESTATEMENT_HELD) for r in decisions[-1].detail.get("reasons", [])
+        ):
+            held.append(newest)
+    return held
+
+
+def approve_restatement(
+    platform: Platform, partition: str, owner: str, approved_by: str, reason: str, at: datetime,
+    incident_id: str | None = None,
+) -> ControlTuple:
+    """The owner approves the figures of the day's held candidate; returns them."""
+    contract = contract_of_day(platform.ledger, partition)
+    if owner != contract.owner:
+        raise RestatementError(f"the data of {partition} is owned by {contract.owner!r}; {owner!r} cannot approve it")
+    if not approved_by.strip() or not reason.strip():
+        raise RestatementError("an approval needs the approving person and a reason")
+    held = held_builds(platform, partition)
+    if not held:
+        raise RestatementError(f"no restatement of {partition} is held for approval")
+    refusals = platform.ledger.partitions.events(partition=partition, states=(CERTIFICATION_REFUSED,))
+    controls = next(e.controls for e in reversed(refusals) if e.detail.get("built_event_id") == held[0].id)
+    platform.ledger.engine.append(
+        RESTATEMENT_APPROVALS,
+        {"partition": partition, "controls_json": dumps(controls.to_json()), "owner": owner,
+         "approved_by": approved_by, "reason": reason, "incident_id": incident_id, "at": format_ts(at)},
+    )
+    return controls
