@@ -75,6 +75,22 @@ class LaneViolation(PermanentError):
     kind = "lane_violation"
 
 
+class UsageError(PermanentError):
+    """The command line or its setting is wrong (an argument, the home, an environment variable).
+
+    The message says what is wrong and what to do; the ``atlasmart`` command
+    line prints it as one line and exits 2.
+    """
+
+    kind = "usage"
+
+
+class StoreUnreadable(PermanentError):
+    """A store of the home exists but is not readable (a damaged file): it needs a restore, not a retry."""
+
+    kind = "store_unreadable"
+
+
 _TRANSIENT_SQLITE_MARKERS = ("database is locked", "database is busy", "disk i/o error")
 
 

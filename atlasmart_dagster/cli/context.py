@@ -1,13 +1,48 @@
-"""What every command gets: the platform of the chosen home, and Dagster when it needs it."""
+"""What every command gets: the platform of the chosen home, Dagster when it needs it, and argument types."""
 
 from __future__ import annotations
 
+import argparse
+import re
 from dataclasses import dataclass
+from datetime import date
 from functools import cached_property
 
 import dagster as dg
 
+from ..defs.partitions import FIRST_SALES_DATE, daily_partitions
+from ..errors import UsageError
+from ..store.clock import LogicalClock
 from ..store.platform import Platform
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def partition_problem(day: str) -> str | None:
+    """Why ``day`` is not a sales_date partition (not ISO, before the first, not ended yet), or None."""
+    try:
+        if not _ISO_DATE.fullmatch(day):
+            raise ValueError(day)
+        date.fromisoformat(day)
+    except ValueError:
+        return f"{day!r} is not a date in YYYY-MM-DD form"
+    if day < FIRST_SALES_DATE:
+        return f"{day} is before the first partition {FIRST_SALES_DATE}"
+    last = daily_partitions.get_last_partition_key()
+    if last is None or day > last:
+        return (
+            f"{day} is not a partition yet: partitions run from {FIRST_SALES_DATE} to {last} "
+            "(a day becomes a partition once it has ended, UTC)"
+        )
+    return None
+
+
+def sales_date(text: str) -> str:
+    """argparse ``type=``: a sales_date that is a partition today (ISO form, within the partition range)."""
+    problem = partition_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 @dataclass
@@ -21,7 +56,15 @@ class CliContext:
 
     @cached_property
     def platform(self) -> Platform:
-        return Platform.open(home=self.home, landing=self.landing, clock=self.clock)
+        platform = Platform.open(home=self.home, landing=self.landing, clock=self.clock)
+        clock = platform.clock
+        if isinstance(clock, LogicalClock) and not clock.path.exists():
+            # Logical time is set by drills and tests; a command cannot guess it.
+            raise UsageError(
+                f"logical time is not set in this home (no {clock.path}): use --clock system, or set it first "
+                f'by writing {{"now": "2026-09-22T08:00:00Z"}} to that file'
+            )
+        return platform
 
     @cached_property
     def resource(self):
@@ -31,7 +74,7 @@ class CliContext:
         return AtlasmartResource(
             home=str(p.home.root),
             landing=str(p.landing_root),
-            clock="logical" if type(p.clock).__name__ == "LogicalClock" else "system",
+            clock="logical" if isinstance(p.clock, LogicalClock) else "system",
             chunk_rows=p.chunk_rows,
         )
 

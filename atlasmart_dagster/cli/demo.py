@@ -1,14 +1,21 @@
-"""`atlasmart demo`: load every landed day end to end, certify, print the controls."""
+"""`atlasmart demo`: load every landed day end to end, certify, print the controls.
+
+A landing folder dated outside the partitions (before the first one, or a day
+that has not ended yet) cannot be loaded by Dagster; it is skipped and listed
+with the reason. Skipping is not a failure: the exit code says whether what
+was loaded loaded (0) or not (1).
+"""
 
 from __future__ import annotations
 
 import argparse
 
 from ..domain.controls import ControlTuple, total
+from ..errors import AtlasmartError, UsageError
 from ..ops.runs import run_chain, run_reference
 from ..product.serving import partition_status
 from ..store.ledger.partition_states import BUILT
-from .context import CliContext
+from .context import CliContext, partition_problem
 from .output import print_json, short, table
 
 
@@ -25,11 +32,18 @@ def committed_source_seq(ctx: CliContext, partitions: list[str]) -> int | None:
 def cmd_demo(args: argparse.Namespace, ctx: CliContext) -> int:
     """Load every partition present in the landing zone end to end, certify, print the controls."""
     platform = ctx.platform
-    partitions = platform.landing.partitions()
+    landed = platform.landing.partitions()
+    problems = {p: partition_problem(p) for p in landed}
+    skipped = [{"partition": p, "reason": problem} for p, problem in problems.items() if problem]
+    partitions = [p for p, problem in problems.items() if not problem]
     if not partitions:
-        raise SystemExit(f"no partitions in landing zone {platform.landing_root}")
+        found = f"only folders outside the partitions ({'; '.join(s['reason'] for s in skipped)})" if skipped else "nothing"
+        raise UsageError(
+            f"no day to load in landing zone {platform.landing_root}: found {found}; "
+            "point --landing (or $ATLASMART_LANDING) at folders named sales_date=YYYY-MM-DD"
+        )
     if not run_reference(ctx.defs, ctx.instance, ctx.log_level):
-        raise SystemExit("loading the reference dimensions failed; see the Dagster run logs")
+        raise AtlasmartError("loading the reference dimensions failed; see the Dagster run logs")
     outcomes = [run_chain(ctx.defs, ctx.instance, platform, [p], log_level=ctx.log_level) for p in partitions]
     rows, report = [], []
     staged_total = {"staged": 0, "accepted": 0, "quarantined": 0}
@@ -81,6 +95,7 @@ def cmd_demo(args: argparse.Namespace, ctx: CliContext) -> int:
                 "home": str(platform.home.root),
                 "landing": str(platform.landing_root),
                 "partitions": report,
+                "skipped": skipped,
                 "total": {**staged_total, "controls": grand.to_json(), "committed_source_seq": seq},
             }
         )
@@ -92,6 +107,8 @@ def cmd_demo(args: argparse.Namespace, ctx: CliContext) -> int:
             rows,
         ))
         print(f"\ncommitted source seq: {seq}")
+        for s in skipped:
+            print(f"skipped sales_date={s['partition']}: {s['reason']}")
     return 0 if all(o.success for o in outcomes) else 1
 
 

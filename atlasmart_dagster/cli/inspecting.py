@@ -8,7 +8,7 @@ from ..domain.controls import ControlTuple
 from ..product.published_controls import controls_of, metric_revenue_of
 from ..product.serving import known_partitions, partition_statuses
 from ..store.tables import CERTIFIED_ASSETS, METRIC_GROSS_REVENUE, TABLES_BY_NAME
-from .context import CliContext
+from .context import CliContext, sales_date
 from .output import print_json, short, table
 
 CONTROL_ASSETS = ("fact_sales", "agg_daily_sales", "metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue")
@@ -42,8 +42,6 @@ def cmd_status(args: argparse.Namespace, ctx: CliContext) -> int:
 def cmd_controls(args: argparse.Namespace, ctx: CliContext) -> int:
     """Control tuple of an asset per partition, as published now (and as certified, for certified assets)."""
     platform = ctx.platform
-    if args.asset not in CONTROL_ASSETS:
-        raise SystemExit(f"--asset must be one of {', '.join(CONTROL_ASSETS)}")
     spec = TABLES_BY_NAME[args.asset]
     partitions = [args.partition] if args.partition else known_partitions(platform)
     if spec == METRIC_GROSS_REVENUE:
@@ -83,9 +81,9 @@ def cmd_controls(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help=cmd_status.__doc__, description=cmd_status.__doc__)
-    p.add_argument("--partition", help="one sales_date (YYYY-MM-DD); default: every known partition")
+    p.add_argument("--partition", type=sales_date, help="one sales_date (YYYY-MM-DD); default: every known partition")
     p.set_defaults(handler=cmd_status)
     p = sub.add_parser("controls", help=cmd_controls.__doc__, description=cmd_controls.__doc__)
-    p.add_argument("--asset", required=True, help="one of " + ", ".join(CONTROL_ASSETS))
-    p.add_argument("--partition", help="one sales_date; default: every known partition")
+    p.add_argument("--asset", required=True, choices=CONTROL_ASSETS, help="one of " + ", ".join(CONTROL_ASSETS))
+    p.add_argument("--partition", type=sales_date, help="one sales_date (YYYY-MM-DD); default: every known partition")
     p.set_defaults(handler=cmd_controls)

@@ -10,6 +10,16 @@ Examples:
   atlasmart status --json             consumer-visible state per partition
   atlasmart controls --asset fact_sales --partition 2026-09-20
   DAGSTER_HOME=$(atlasmart dagster-home) dagster dev -w workspace.yaml
+
+Errors: a mistake in the arguments or the setting (a bad date, a home that is
+not a folder) or a refused or damaged operation prints one line on stderr
+saying what is wrong and what to do, never a traceback; --debug shows it.
+Exit codes:
+  0    done
+  1    refused or failed (a run failed, certification refused, a damaged
+       store, an unexpected error: run again with --debug for the traceback)
+  2    usage: wrong arguments or setting; nothing was done
+  130  interrupted (Ctrl-C)
 """
 
 from __future__ import annotations
@@ -18,9 +28,20 @@ import argparse
 import functools
 import signal
 import sys
+import traceback
+from contextlib import contextmanager
+from typing import Iterator
 
+import dagster as dg
+
+from ..defs.partitions import FIRST_SALES_DATE
+from ..errors import AtlasmartError, UsageError
 from . import access, bench, demo, drills, incidents, inspecting, observability, operations, recovery
 from .context import CliContext
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 COMMAND_MODULES = [demo, inspecting, operations, incidents, recovery, access, observability, drills, bench]
 
@@ -49,6 +70,7 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
         "--clock", choices=["system", "logical"], help="time source (default $ATLASMART_CLOCK or system)", **keep
     )
     common.add_argument("--json", action="store_true", help="print JSON for scripts", **keep)
+    common.add_argument("--debug", action="store_true", help="show the traceback of an error", **keep)
     common.add_argument(
         "--dagster-log-level",
         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
@@ -64,8 +86,15 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
     return common
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (what is wrong, where the help is), exit 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="atlasmart",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -78,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command",
         required=True,
         metavar="COMMAND",
-        parser_class=functools.partial(argparse.ArgumentParser, parents=[per_command]),
+        parser_class=functools.partial(Parser, parents=[per_command]),
     )
     for module in COMMAND_MODULES:
         module.register(sub)
@@ -87,10 +116,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def explain(exc: Exception) -> tuple[int, str]:
+    """The exit code and the one line to print for an exception that ended a command."""
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, AtlasmartError):
+        return EXIT_FAILED, str(exc)
+    if isinstance(exc, dg.DagsterUnknownPartitionError):
+        return EXIT_USAGE, f"{exc} (partitions are the days from {FIRST_SALES_DATE} to yesterday, UTC)"
+    return EXIT_FAILED, f"unexpected {type(exc).__name__}: {exc}; run again with --debug for the traceback"
+
+
+@contextmanager
+def _noticing_interrupts() -> Iterator[list[int]]:
+    """Note a Ctrl-C even when a library turns it into its own error (DuckDB raises RuntimeError)."""
+    noticed: list[int] = []
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield noticed  # ignored (a background job) or handled by the caller: leave it so
+        return
+
+    def notice(signum, frame):
+        noticed.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, notice)
+    try:
+        yield noticed
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; the one place where errors become a line on stderr and an exit code."""
     # Behave like a Unix tool when piped into head: exit quietly.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # argument errors exit 2 here, with one line
     ctx = CliContext(
         home=args.home,
         landing=args.landing,
@@ -99,7 +159,23 @@ def main(argv: list[str] | None = None) -> int:
         ephemeral_instance=args.ephemeral_instance,
         log_level=args.dagster_log_level,
     )
-    return args.handler(args, ctx)
+    with _noticing_interrupts() as interrupted:
+        try:
+            return args.handler(args, ctx)
+        except KeyboardInterrupt:
+            if args.debug:
+                traceback.print_exc()
+            print("atlasmart: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except Exception as exc:
+            if args.debug:
+                raise
+            if interrupted:
+                print("atlasmart: interrupted", file=sys.stderr)
+                return EXIT_INTERRUPTED
+            code, message = explain(exc)
+            print(f"atlasmart: error: {' '.join(message.split())}", file=sys.stderr)
+            return code
 
 
 if __name__ == "__main__":

@@ -6,10 +6,10 @@ import argparse
 import time
 
 from ..defs.automation.jobs import DAILY_CHAIN
-from ..errors import LaneViolation
+from ..errors import AtlasmartError, UsageError
 from ..ops.backfills import BackfillRequest, run_backfill, submit_to_daemon
 from ..product.run_certification import certify_run
-from .context import CliContext
+from .context import CliContext, sales_date
 from .output import print_json
 
 
@@ -17,7 +17,10 @@ def cmd_certify(args: argparse.Namespace, ctx: CliContext) -> int:
     """Run the certification gate for a run started elsewhere (e.g. dagster asset materialize)."""
     record = ctx.instance.get_run_record_by_id(args.run)
     if record is None:
-        raise SystemExit(f"run {args.run} is not in the Dagster instance {ctx.instance.root_directory}")
+        raise AtlasmartError(
+            f"run {args.run} is not in the Dagster instance {ctx.instance.root_directory}: "
+            "check the run id, and that DAGSTER_HOME names the instance the run was launched on"
+        )
     succeeded = record.dagster_run.status.value == "SUCCESS"
     decisions = certify_run(ctx.platform, args.run, succeeded, actor=args.actor)
     if ctx.as_json:
@@ -42,30 +45,31 @@ def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
         start_at=args.start_at,
         include_current=args.include_current,
     )
-    try:
-        if args.via_daemon:
-            backfill_id = submit_to_daemon(ctx.defs, ctx.instance, ctx.platform, request)
-            result = {"submitted": True, "dagster_backfill_id": backfill_id, "partitions": request.partitions}
-            if ctx.as_json:
-                print_json(result)
-            else:
-                print(f"submitted Dagster backfill {backfill_id} for {request.start}..{request.end} "
-                      f"({len(request.partitions)} days); the daemon runs it in the backfill lane")
-            return 0
-        started = time.monotonic()
-        if not ctx.as_json:
-            scope = f"from {request.start_at} down" if request.start_at else "whole chain"
-            print(f"backfill {request.start}..{request.end} ({len(request.partitions)} days, {scope}) "
-                  f"in the backfill lane for {request.operator}: {request.reason}", flush=True)
-        from ..bench.progress import Progress  # lazy: loaded by its command only
+    # Refuse a bad range before anything is printed, recorded or run.
+    problems = request.validate(ctx.platform)
+    if problems:
+        raise UsageError("backfill refused: " + "; ".join(problems))
+    if args.via_daemon:
+        backfill_id = submit_to_daemon(ctx.defs, ctx.instance, ctx.platform, request)
+        result = {"submitted": True, "dagster_backfill_id": backfill_id, "partitions": request.partitions}
+        if ctx.as_json:
+            print_json(result)
+        else:
+            print(f"submitted Dagster backfill {backfill_id} for {request.start}..{request.end} "
+                  f"({len(request.partitions)} days); the daemon runs it in the backfill lane")
+        return 0
+    started = time.monotonic()
+    if not ctx.as_json:
+        scope = f"from {request.start_at} down" if request.start_at else "whole chain"
+        print(f"backfill {request.start}..{request.end} ({len(request.partitions)} days, {scope}) "
+              f"in the backfill lane for {request.operator}: {request.reason}", flush=True)
+    from ..bench.progress import Progress  # lazy: loaded by its command only
 
-        progress = Progress("backfill", len(request.partitions), enabled=None if not ctx.as_json else False)
-        outcome = run_backfill(
-            ctx.defs, ctx.instance, ctx.platform, request, wait_seconds=args.wait, log_level=ctx.log_level,
-            progress=progress,
-        )
-    except LaneViolation as exc:
-        raise SystemExit(str(exc)) from None
+    progress = Progress("backfill", len(request.partitions), enabled=None if not ctx.as_json else False)
+    outcome = run_backfill(
+        ctx.defs, ctx.instance, ctx.platform, request, wait_seconds=args.wait, log_level=ctx.log_level,
+        progress=progress,
+    )
     elapsed = round(time.monotonic() - started, 2)
     if ctx.as_json:
         print_json({**outcome.to_json(), "request_id": outcome.request_id, "elapsed_seconds": elapsed})
@@ -85,8 +89,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--actor", default="operator", help="who certifies (recorded in the ledger)")
     p.set_defaults(handler=cmd_certify)
     p = sub.add_parser("backfill", help=cmd_backfill.__doc__, description=cmd_backfill.__doc__)
-    p.add_argument("--from", dest="start", required=True, help="first sales_date (YYYY-MM-DD)")
-    p.add_argument("--to", dest="end", required=True, help="last sales_date (YYYY-MM-DD)")
+    p.add_argument("--from", dest="start", required=True, type=sales_date, help="first sales_date (YYYY-MM-DD)")
+    p.add_argument("--to", dest="end", required=True, type=sales_date, help="last sales_date (YYYY-MM-DD)")
     p.add_argument("--operator", required=True, help="who runs the backfill (recorded in the ledger and run tags)")
     p.add_argument("--reason", required=True, help="why history is being rebuilt")
     p.add_argument("--incident", help="incident id the backfill serves")

@@ -1,43 +1,96 @@
 """The Dagster instance AtlasMart runs against.
 
-If ``DAGSTER_HOME`` is set, that instance is used (the operator's). Otherwise
-``$ATLASMART_HOME/dagster`` is prepared with the project's ``dagster.yaml``
-(lanes and run queue) so that runs started by ``atlasmart`` show up in the UI
-started with ``DAGSTER_HOME=$ATLASMART_HOME/dagster dagster dev``.
+If ``DAGSTER_HOME`` is set, that instance is used (the operator's); a
+``DAGSTER_HOME`` that does not exist yet is created and prepared like the
+default. Otherwise ``$ATLASMART_HOME/dagster`` is prepared with the project's
+``dagster.yaml`` (lanes and run queue) so that runs started by ``atlasmart``
+show up in the UI started with ``DAGSTER_HOME=$ATLASMART_HOME/dagster dagster dev``.
+
+Creating an instance creates its SQLite storage the first time. Dagster does
+not guard that against a second process doing the same (two first commands on
+a fresh home left two rows in ``alembic_version`` and every later command
+failed with "more than one head"), so it happens under a file lock in the
+instance folder.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Iterator
 
 import dagster as dg
 
+from ..errors import UsageError
 from .home import AtlasmartHome
+
+DAGSTER_HOME_ENV = "DAGSTER_HOME"
+INIT_LOCK_NAME = ".atlasmart-init.lock"
 
 
 def packaged_instance_config() -> Path:
     return Path(str(resources.files("atlasmart_dagster") / "instance" / "dagster.yaml"))
 
 
+@contextmanager
+def _first_use_lock(folder: Path, origin: str) -> Iterator[None]:
+    """Create ``folder`` and hold its exclusive init lock (waits for the holder) until the block ends."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"the Dagster home {folder} ({origin}) is not a folder: point it at a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = os.open(folder / INIT_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot prepare the Dagster home {folder} ({origin}; {exc.strerror}): point it at a folder you can write"
+        ) from exc
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
+def _write_config(home: AtlasmartHome, folder: Path) -> None:
+    """Write the project's dagster.yaml into ``folder`` unless one is there (call under the init lock)."""
+    config = folder / "dagster.yaml"
+    if config.exists():
+        return
+    # Pin the JSON log file to this home: runs on this instance log here even
+    # when ATLASMART_HOME is not set in their environment.
+    text = packaged_instance_config().read_text().replace(
+        "class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n",
+        f"class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n        home: {home.root}\n",
+    )
+    config.write_text(text)
+
+
 def prepare_dagster_home(home: AtlasmartHome) -> Path:
     """Create ``<home>/dagster`` with the project's dagster.yaml (kept if it exists)."""
     target = home.dagster_home
-    target.mkdir(parents=True, exist_ok=True)
-    config = target / "dagster.yaml"
-    if not config.exists():
-        # Pin the JSON log file to this home: runs on this instance log here even
-        # when ATLASMART_HOME is not set in their environment.
-        text = packaged_instance_config().read_text().replace(
-            "class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n",
-            f"class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n        home: {home.root}\n",
-        )
-        config.write_text(text)
+    with _first_use_lock(target, "inside the AtlasMart home"):
+        _write_config(home, target)
     return target
 
 
 def dagster_instance(home: AtlasmartHome) -> dg.DagsterInstance:
-    if os.environ.get("DAGSTER_HOME"):
+    """The instance at ``$DAGSTER_HOME``, else at ``<home>/dagster``; its storage is created under the init lock."""
+    configured = os.environ.get(DAGSTER_HOME_ENV)
+    if not configured:
+        with _first_use_lock(home.dagster_home, "inside the AtlasMart home"):
+            _write_config(home, home.dagster_home)
+            return dg.DagsterInstance.from_config(str(home.dagster_home))
+    folder = Path(configured)
+    if not folder.is_absolute():
+        raise UsageError(f"${DAGSTER_HOME_ENV} {configured!r} must be an absolute path: set it to one, or unset it")
+    missing = not folder.exists()
+    with _first_use_lock(folder, f"${DAGSTER_HOME_ENV}"):
+        # A folder that did not exist (here, or in a concurrent first command,
+        # which leaves only the lock file) gets the project's instance, as
+        # `atlasmart dagster-home` prepares it; an existing one is the operator's.
+        if missing or {p.name for p in folder.iterdir()} == {INIT_LOCK_NAME}:
+            _write_config(home, folder)
         return dg.DagsterInstance.get()
-    return dg.DagsterInstance.from_config(str(prepare_dagster_home(home)))

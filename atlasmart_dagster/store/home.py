@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..errors import UsageError
+
 HOME_ENV = "ATLASMART_HOME"
 LANDING_ENV = "ATLASMART_LANDING"
 CLOCK_ENV = "ATLASMART_CLOCK"
@@ -84,6 +86,17 @@ class AtlasmartHome:
         return self.root / "locks"
 
     def ensure(self) -> "AtlasmartHome":
-        for folder in (self.root, self.warehouse_dir, self.raw_dir, self.locks_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+        """Create the home's folders; raise ``UsageError`` if the home is not a folder or cannot be created."""
+        if self.root.exists() and not self.root.is_dir():
+            raise UsageError(
+                f"the AtlasMart home {self.root} is not a folder: choose a folder (--home or ${HOME_ENV})"
+            )
+        try:
+            for folder in (self.root, self.warehouse_dir, self.raw_dir, self.locks_dir):
+                folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(
+                f"cannot create the AtlasMart home {self.root} ({exc.strerror}: {exc.filename}): "
+                f"choose a folder you can write (--home or ${HOME_ENV})"
+            ) from exc
         return self

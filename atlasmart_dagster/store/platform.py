@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from ..errors import UsageError
 from .clock import Clock, LogicalClock, SystemClock
 from .home import CLOCK_ENV, AtlasmartHome, resolve_landing
 from .landing import LandingZone
@@ -41,7 +42,7 @@ class Platform:
         resolved = AtlasmartHome.resolve(home).ensure()
         mode = (clock or os.environ.get(CLOCK_ENV) or "system").lower()
         if mode not in ("system", "logical"):
-            raise ValueError(f"clock must be 'system' or 'logical', not {mode!r}")
+            raise UsageError(f"the clock must be 'system' or 'logical', not {mode!r} (--clock or ${CLOCK_ENV})")
         return cls(
             home=resolved,
             landing_root=resolve_landing(landing),

@@ -26,6 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from ...errors import StoreUnreadable
+
+# Primary SQLite result codes of a damaged file (extended codes keep them in the low byte).
+_DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
 
 @dataclass(frozen=True)
 class LedgerTable:
@@ -67,16 +72,27 @@ class LedgerEngine:
     # -- connections and transactions ---------------------------------------
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
-        """This thread's connection (kept open: a connect per operation costs more than the work)."""
-        con = getattr(self._local, "con", None)
-        if con is None or getattr(self._local, "pid", None) != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            con = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=True)
-            con.row_factory = sqlite3.Row
-            con.execute("PRAGMA busy_timeout = 60000")
-            con.execute("PRAGMA journal_mode = WAL")
-            self._local.con, self._local.pid = con, os.getpid()
-        yield con
+        """This thread's connection (kept open: a connect per operation costs more than the work).
+
+        A damaged database file raises ``StoreUnreadable`` (a restore cures it, a retry never does).
+        """
+        try:
+            con = getattr(self._local, "con", None)
+            if con is None or getattr(self._local, "pid", None) != os.getpid():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                con = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=True)
+                con.row_factory = sqlite3.Row
+                con.execute("PRAGMA busy_timeout = 60000")
+                con.execute("PRAGMA journal_mode = WAL")
+                self._local.con, self._local.pid = con, os.getpid()
+            yield con
+        except sqlite3.DatabaseError as exc:
+            if (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF not in _DAMAGED:
+                raise
+            raise StoreUnreadable(
+                f"the ledger at {self.path} is not a readable SQLite database ({exc}): "
+                "restore the home from a backup (atlasmart restore BACKUP)"
+            ) from exc
 
     def close(self) -> None:
         con = getattr(self._local, "con", None)
