@@ -83,13 +83,18 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
                 for mechanism, evidence in t["evidence"].items():
                     for item in evidence:
                         print(f"  {mechanism}: {item}")
+                for day, due in t.get("due", {}).items():
+                    print(f"  {day}: {due['state']} ({due['detail']})")
                 print(result["blast_radius"].render_text())
         elif action == "contain":
             assets = args.assets.split(",") if args.assets else None
-            data = wf.contain(args.id, args.actor, assets, _partitions(args), withdraw=not args.no_withdraw)
+            data = wf.contain(args.id, args.actor, assets, _partitions(args), withdraw=not args.no_withdraw,
+                              hold=not args.no_hold)
+            scope = f"{', '.join(data['assets'])} {data['partitions'][0]}..{data['partitions'][-1]}"
             print_json(data) if ctx.as_json else print(
-                f"withdrew {len(data['withdrawn'])} certifications; certification held for "
-                f"{', '.join(data['assets'])} {data['partitions'][0]}..{data['partitions'][-1]}")
+                f"withdrew {len(data['withdrawn'])} certifications; "
+                + (f"certification held for {scope}" if data["hold_id"] is not None
+                   else f"certification NOT held for {scope} (correct late data is certified as it arrives)"))
         elif action == "notify":
             notice = wf.notify(args.id, args.actor, stage=args.stage, summary=args.summary, repair=args.repair,
                                next_update=args.next_update, restated=args.restated,
@@ -103,9 +108,14 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
                 "certification stays held until `atlasmart incident verify`")
         elif action == "verify":
             data = wf.verify(args.id, args.actor)
-            print_json(data) if ctx.as_json else print(
-                f"verification {'passed' if data['passed'] else 'FAILED'}: canonical controls {data['canonical_total']}; "
-                + "; ".join(f"{d}: {v['mismatches'] or 'reconciled'}" for d, v in data["per_day"].items()))
+            if ctx.as_json:
+                print_json(data)
+            elif data["passed"]:
+                print(f"verification passed: canonical controls {data['canonical_total']}; hold released, scope "
+                      "re-certified")
+            else:
+                print("verification FAILED, certification stays held; missing:")
+                print("\n".join(f"  - {item}" for item in data["missing"]))
             return 0 if data["passed"] else 1
         elif action == "resolve":
             wf.resolve(args.id, args.actor, args.summary or "resolved")
@@ -130,8 +140,11 @@ def cmd_blast_radius(args: argparse.Namespace, ctx: CliContext) -> int:
     if bool(args.asset) == bool(args.field):
         raise SystemExit("give exactly one of --asset or --field")
     partitions = _partitions(args) or []
-    br = (blast_radius.from_asset(ctx.defs, args.asset, partitions) if args.asset
-          else blast_radius.from_field(ctx.defs, args.field, partitions))
+    try:
+        br = (blast_radius.from_asset(ctx.defs, args.asset, partitions) if args.asset
+              else blast_radius.from_field(ctx.defs, args.field, partitions))
+    except AtlasmartError as exc:
+        raise SystemExit(f"error: {exc}") from None
     if ctx.as_json:
         print_json(br.to_json())
     elif args.mermaid:
@@ -182,6 +195,9 @@ def cmd_dashboard(args: argparse.Namespace, ctx: CliContext) -> int:
         return 0
     deploy(ledger, dashboard, args.actor, args.reason or args.action, ctx.platform.clock.now())
     print(f"deployed {dashboard.asset} v{dashboard.version} (compiled from governed metric: {dashboard.compiled_from_governed})")
+    for tile in dashboard.hand_written_governed_tiles:
+        print(f"  NOT governed: tile {tile.key!r} ({tile.title}) presents {tile.presents_governed_metric} but is not "
+              "compiled from the governed metric; the golden check compares it with the governed metric")
     return 0
 
 
@@ -201,6 +217,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="start", help="first day of the scope")
     p.add_argument("--to", dest="end", help="last day of the scope")
     p.add_argument("--no-withdraw", action="store_true", help="contain: hold certification without withdrawing")
+    p.add_argument("--no-hold", action="store_true",
+                   help="contain: do not hold certification (a late source: correct data is certified as it arrives)")
     p.add_argument("--stage", default="update", help="notify: initial | update | resolved")
     p.add_argument("--summary", help="notify/resolve: what to say")
     p.add_argument("--repair", default="under investigation", help="notify: the repair under way")
@@ -220,7 +238,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("blast-radius", help=cmd_blast_radius.__doc__, description=cmd_blast_radius.__doc__)
     p.add_argument("--asset", help="start from this asset")
-    p.add_argument("--field", help="start from this ERP source field (column lineage)")
+    p.add_argument("--field", help="start from this source field: an ERP order line field (line_amount_usd) or a "
+                                   "reference field (email, dim_customer.region); column lineage, the whole day for "
+                                   "a required field, and dimension references")
     p.add_argument("--from", dest="start", help="first affected day")
     p.add_argument("--to", dest="end", help="last affected day")
     p.add_argument("--mermaid", action="store_true", help="print a Mermaid flowchart")

@@ -98,12 +98,13 @@ class IncidentDrill:
         self.golden_checks("golden checks after history load")
         w.signal("setup", f"history {days[0]}..{days[-1]} loaded and certified; dashboards golden-checked")
 
-    def golden_checks(self, label: str):
+    def golden_checks(self, label: str) -> str:
+        """Run the dashboards' golden checks (and certify what they cleared); returns the run id."""
         w = self.world
-        result, decisions = run_golden_checks(w.defs, w.instance, w.platform, "certification_sensor", w.log_level)
+        result, _ = run_golden_checks(w.defs, w.instance, w.platform, "certification_sensor", w.log_level)
         w.runs.append({"label": label, "run_id": result.run_id, "partitions": [], "lane": None,
                        "success": result.success, "failures": [], "step_events": {}})
-        return decisions
+        return result.run_id
 
     def detect(self) -> list[str]:
         touched = detect(self.world.platform, self.world.instance)
@@ -242,6 +243,9 @@ class SourceLateDrill(IncidentDrill):
         missed_by = slo["availability"].missed_by
         w.signal("certified", f"{DAY} certified at {certified}; {slo['availability'].describe()}")
         self.detect()  # the SLO miss joins the same incident
+        # the repair of a late source is loading the day once it lands: that run is the incident's repair run
+        self.wf.record_repair(incident_id, ONCALL, f"the late ERP batch of {DAY} was loaded as soon as it landed",
+                              {"partitions": [DAY]}, run_id=load.run_id)
         w.at(at("09:20"))
         verification = self.wf.verify(incident_id, ONCALL)
         w.signal("verified", f"canonical controls of {DAY}: {verification['per_day'][DAY]['canonical']}")
@@ -403,8 +407,11 @@ class SemanticBugDrill(IncidentDrill):
                     next_update="when the corrected dashboard is verified, or at 11:00 UTC", restated=True)
         w.at(at("10:20"))
         deploy(w.platform.ledger, EXECUTIVE_DASHBOARD, ONCALL, f"{incident_id}: restore the governed definition", w.clock.now())
+        # the golden checks re-run on the redeployed dashboard are the repair run (certification stays held)
+        recheck = self.golden_checks("golden checks after the governed redeploy")
         self.wf.record_repair(incident_id, ONCALL, "dashboard redeployed: revenue tile compiled from the governed metric",
-                              {"dashboard": EXECUTIVE_DASHBOARD.asset, "version": EXECUTIVE_DASHBOARD.version})
+                              {"dashboard": EXECUTIVE_DASHBOARD.asset, "version": EXECUTIVE_DASHBOARD.version},
+                              run_id=recheck)
         w.signal("repair", "executive dashboard v1.0.0 redeployed from the governed metric")
         w.at(at("10:25"))
         verification = self.wf.verify(incident_id, ONCALL)

@@ -4,8 +4,11 @@ A dashboard tile is a per-day figure (``sales_date, value``) computed from the
 certified consumer layer. Tiles that present a governed metric should be
 *compiled from it* (``governed_tile``); a hand-written tile can silently
 disagree (drop a channel, double-count), which is what the golden cross-check
-catches: every tile that claims a governed metric must equal the governed
-metric, per day and in total.
+catches: every tile that *presents* a governed metric must equal the governed
+metric, per day and in total. A tile presents the governed metric when it is
+flagged with it, or when its key or title says it shows revenue (all
+channels) without the flag: a hand-written "revenue" tile is checked like a
+governed one, and the dashboard is not "compiled from the governed metric".
 
 Deployments are ledger records (who deployed which definition, why), so what a
 dashboard showed on a day can be reconstructed and a bad deployment rolled
@@ -24,6 +27,7 @@ from typing import Any, Iterator
 
 import duckdb
 
+from ..domain.contracts import CHANNELS
 from ..domain.governed_metrics import GROSS_REVENUE, MetricDefinition
 from ..store.clock import format_ts
 from ..store.ledger import Ledger
@@ -40,6 +44,20 @@ class Tile:
     sql: str  # SELECT sales_date, value over certified consumer relations
     governed_metric: str | None = None  # the governed metric this tile claims to show
 
+    @property
+    def presents_governed_metric(self) -> str | None:
+        """The governed metric this tile presents to its readers: its flag, else gross revenue if it says revenue.
+
+        A per-channel revenue tile ("Web revenue") is a part of the metric, not
+        the metric, so only a tile naming no channel is taken as presenting it.
+        """
+        if self.governed_metric:
+            return self.governed_metric
+        words = f"{self.key} {self.title}".lower().replace("_", " ")
+        if "revenue" in words and not any(channel in words for channel in CHANNELS):
+            return GROSS_REVENUE.name
+        return None
+
 
 @dataclass(frozen=True)
 class Dashboard:
@@ -49,8 +67,20 @@ class Dashboard:
     tiles: tuple[Tile, ...]
 
     @property
+    def governed_tiles(self) -> tuple[Tile, ...]:
+        """Tiles that present a governed metric (flagged, or saying revenue): the golden check compares each."""
+        return tuple(t for t in self.tiles if t.presents_governed_metric)
+
+    @property
+    def hand_written_governed_tiles(self) -> tuple[Tile, ...]:
+        """Tiles that present a governed metric without being compiled from it."""
+        return tuple(t for t in self.governed_tiles
+                     if not t.governed_metric or t.sql != governed_tile(GROSS_REVENUE, t.key, t.title).sql)
+
+    @property
     def compiled_from_governed(self) -> bool:
-        return all(t.sql == governed_tile(GROSS_REVENUE, t.key, t.title).sql for t in self.tiles if t.governed_metric)
+        """Is every tile that presents a governed metric compiled from it (and flagged as such)?"""
+        return not self.hand_written_governed_tiles
 
     def to_json(self) -> dict[str, Any]:
         return {"asset": self.asset, "title": self.title, "version": self.version, "tiles": [asdict(t) for t in self.tiles]}

@@ -18,6 +18,11 @@ certified by a current-lane run (or a manual run of the current day).
 Backfill-lane certifications repair history and are not SLO events. Results
 go to the ledger with minutes, target, met/missed and by how much; a missed
 objective says by how many minutes (or points) it was missed.
+
+A day the daily delivery tried and failed to certify by its deadline has
+missed availability even though nothing was delivered: ``record_undelivered``
+records that miss (incident detection calls it once the deadline passed), and
+the day's first delivery is still measured and recorded when it comes.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 from ..store.clock import format_ts, minutes_between, parse_ts
 from ..store.ledger import Ledger
 from ..store.ledger.partition_states import BUILT
+from ..store.tables import CERTIFIED_ASSETS
 
 SCHEDULE_HOUR = 8
 AVAILABILITY_MINUTES = 30
@@ -187,15 +193,22 @@ def attempted_on_time(ledger: Ledger, partition: str) -> bool:
     )
 
 
+def _delivered(records: list[dict[str, Any]]) -> bool:
+    """Was a delivery measured? (An undelivered-availability miss has no run.)"""
+    return any(r["run_id"] for r in records)
+
+
 def record_first_delivery(ledger: Ledger, partition: str, run_id: str, lane: str | None, certified_at: datetime) -> list[SloResult]:
     """Evaluate and record the SLOs of a partition's first delivery; [] if not an SLO event.
 
     A day is an SLO event when it is first certified and either that build ran
     in the current lane or a current-lane run had tried to deliver it (a day
     that failed on time and was repaired in the backfill lane still owes its
-    consumers the figures). Days only ever loaded as history are not.
+    consumers the figures). Days only ever loaded as history are not. An
+    availability miss recorded while the day was undelivered does not count
+    as a delivery: the late delivery is still measured.
     """
-    if ledger.slos.records(partition):
+    if _delivered(ledger.slos.records(partition)):
         return []
     if lane == "backfill" and not attempted_on_time(ledger, partition):
         return []
@@ -204,6 +217,48 @@ def record_first_delivery(ledger: Ledger, partition: str, run_id: str, lane: str
     for result in results:
         ledger.slos.record(result, run_id, timeline.to_json(), certified_at)
     return results
+
+
+def record_undelivered(ledger: Ledger, partition: str, now: datetime) -> SloResult | None:
+    """Record the availability miss of a day the daily delivery owes but has not certified by its deadline.
+
+    Returns the recorded miss, or None when there is nothing to record: the
+    deadline has not passed, the day was never attempted on time (history),
+    it is certified, or an SLO of the day is already recorded (delivered, or
+    already missed).
+    The value is the minutes from the schedule to ``now``, so the miss says
+    how late the day already is.
+    """
+    if now < due_at(partition) or ledger.slos.records(partition) or not attempted_on_time(ledger, partition):
+        return None
+    if all(ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS):
+        return None  # delivered; its first delivery was measured (or it is history)
+    waited = minutes_between(scheduled_at(partition), now)
+    result = SloResult(partition, AVAILABILITY, waited, TARGETS[AVAILABILITY], False,
+                       round(waited - TARGETS[AVAILABILITY], 2),
+                       f"not certified by the deadline {format_ts(due_at(partition))} (still undelivered at {format_ts(now)})")
+    timeline = {"partition": partition, "scheduled_at": format_ts(scheduled_at(partition)),
+                "due_at": format_ts(due_at(partition)), "undelivered_at": format_ts(now)}
+    ledger.slos.record(result, None, timeline, now)
+    return result
+
+
+def due_state(partition: str, now: datetime, certified: bool) -> dict[str, Any]:
+    """Where a day stands against its deadline at ``now``: certified, not due yet, or overdue."""
+    deadline = due_at(partition)
+    if certified:
+        state, minutes = "certified", None
+        detail = f"due {format_ts(deadline)}; certified"
+    elif now < deadline:
+        state = "not due yet"
+        minutes = minutes_between(now, deadline)
+        detail = f"due {format_ts(deadline)}, in {_num(minutes)} min"
+    else:
+        state = "overdue"
+        minutes = minutes_between(deadline, now)
+        detail = f"was due {format_ts(deadline)}; not certified {_num(minutes)} min later"
+    return {"partition": partition, "state": state, "due_at": format_ts(deadline), "minutes": minutes,
+            "detail": detail}
 
 
 def latest_results(ledger: Ledger, partition: str) -> list[SloResult]:

@@ -4,7 +4,7 @@ from datetime import datetime
 
 import pytest
 
-from atlasmart_dagster.product.slo import Timeline, due_at, evaluate, scheduled_at
+from atlasmart_dagster.product.slo import Timeline, due_at, due_state, evaluate, scheduled_at
 
 
 def at(hm: str, day: str = "2026-09-22") -> datetime:
@@ -46,3 +46,13 @@ def test_long_run_misses_duration():
 def test_schedule_and_deadline():
     assert scheduled_at("2026-09-21") == at("08:00")
     assert due_at("2026-09-21") == at("08:30")
+
+
+@pytest.mark.parametrize("now,certified,state,minutes", [
+    ("06:00", False, "not due yet", 150),
+    ("08:40", False, "overdue", 10),
+    ("08:21", True, "certified", None),
+])
+def test_due_state(now, certified, state, minutes):
+    due = due_state("2026-09-21", at(now), certified)
+    assert (due["state"], due["minutes"], due["due_at"]) == (state, minutes, "2026-09-22T08:30:00Z")

@@ -2,8 +2,9 @@
 
 Pipeline checks prove the data product reconciles with itself; they cannot see
 a dashboard that computes "revenue" its own way. This check recomputes each
-tile that claims a governed metric from the certified consumer layer and
-compares it with the governed metric per day and in total.
+tile that presents a governed metric (flagged with it, or saying revenue
+without the flag: ``Tile.presents_governed_metric``) from the certified
+consumer layer and compares it with the governed metric per day and in total.
 """
 
 import dagster as dg
@@ -17,7 +18,10 @@ GOLDEN_SPECS = [
     dg.AssetCheckSpec(
         GOLDEN_MATCHES_GOVERNED_METRIC,
         asset=asset,
-        description="Every tile that presents a governed metric equals the governed metric, per day and in total.",
+        description=(
+            "Every tile that presents a governed metric (flagged, or a revenue tile without the flag) equals the "
+            "governed metric, per day and in total."
+        ),
     )
     for asset in DEFAULT_DASHBOARDS
 ]
@@ -34,7 +38,7 @@ def golden_outcomes(step: Step) -> list[CheckOutcome]:
             values = tile_values(platform, dashboard, con)
             outcome = CheckOutcome(asset, GOLDEN_MATCHES_GOVERNED_METRIC, False,
                                    f"governed tiles of {dashboard.title} v{dashboard.version} = governed metric")
-            claimed = [t for t in dashboard.tiles if t.governed_metric]
+            claimed = dashboard.governed_tiles
             for day in sorted(governed):
                 shown = {t.key: format(values[t.key].get(day, 0), "f") for t in claimed}
                 ok = all(values[t.key].get(day) == governed[day] for t in claimed)

@@ -2,10 +2,15 @@
 
 From an asset (and a partition range) the radius is every downstream asset in
 the graph: layers, the governed metric, certified marts, dashboards and
-consumer groups, with their checks and owners. From a *source field* it
-follows column lineage (``dagster/column_lineage`` metadata) first, so only
-the columns built from that field, and the assets holding them, are in it;
-consumers of an affected asset are in it whole.
+consumer groups, with their checks and owners. From a *source field* (an ERP
+order line field, or a field of a reference extract such as
+``dim_customer.email``) it follows column lineage (``dagster/column_lineage``)
+for the columns built from the field, takes the whole day's chain when the
+field is required by the source contract (a broken required field stops the
+batch), and follows the references between facts and dimensions. Consumers
+of an affected asset are in it whole, and the roles of the access policy that
+may read the affected columns are listed as its readers. An unknown field is
+an error, never an empty radius.
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ from typing import Any, Iterable
 import dagster as dg
 
 from ...defs.lineage import SOURCE
+from ...domain.contracts import CANONICAL_FIELDS, CANONICAL_NAMES
+from ...store.tables import TABLES_BY_NAME, TableSpec
+from ..access.policy import PRINCIPALS, ROLES
+from .incident_records import IncidentError
 
 KIND_BY_GROUP = {
     "source": "source",
@@ -28,6 +37,14 @@ KIND_BY_GROUP = {
     "marts": "certified mart",
     "dimensions": "dimension",
 }
+
+
+# Why an asset is in a field's radius.
+VALUE = "values built from the field"
+WHOLE_DAY = "the whole day stops (required field)"
+REFERENCE = "linked by the dimension key"
+READS_AFFECTED = "reads an affected asset"
+DOWNSTREAM = "downstream"
 
 
 def _kind(spec: dg.AssetSpec) -> str:
@@ -47,6 +64,7 @@ class AffectedAsset:
     description: str
     columns: list[str] = field(default_factory=list)  # affected columns, when known from column lineage
     checks: list[str] = field(default_factory=list)
+    impact: list[str] = field(default_factory=list)  # why it is in the radius
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,6 +74,7 @@ class AffectedAsset:
             "description": self.description,
             "columns": self.columns,
             "checks": self.checks,
+            "impact": self.impact,
         }
 
 
@@ -65,6 +84,7 @@ class BlastRadius:
     partitions: list[str]
     affected: list[AffectedAsset]
     edges: list[tuple[str, str]]
+    readers: list[dict[str, Any]] = field(default_factory=list)  # roles that may read what is affected
 
     def of_kind(self, *kinds: str) -> list[AffectedAsset]:
         return [a for a in self.affected if a.kind in kinds]
@@ -83,6 +103,7 @@ class BlastRadius:
             "consumer_groups": [a.asset for a in self.of_kind("consumer group")],
             "checks": sorted({c for a in self.affected for c in a.checks}),
             "owners": self.owners,
+            "readers": self.readers,
             "mermaid": self.mermaid(),
         }
 
@@ -107,9 +128,15 @@ class BlastRadius:
         lines = [f"Blast radius of {self.origin}" + (f" for {_span(self.partitions)}" if self.partitions else "")]
         for a in self.affected:
             cols = f" [{', '.join(a.columns)}]" if a.columns else ""
-            lines.append(f"  {a.kind:<16} {a.asset}{cols}  owners: {', '.join(a.owners) or '-'}")
+            why = f"  ({'; '.join(a.impact)})" if a.impact else ""
+            lines.append(f"  {a.kind:<16} {a.asset}{cols}  owners: {', '.join(a.owners) or '-'}{why}")
             for check in a.checks:
                 lines.append(f"  {'':<16}   check {check}")
+        for r in self.readers:
+            cols = f" ({', '.join(r['columns'])})" if r["columns"] else ""
+            lines.append(f"  {'reader':<16} {r['role']} reads {r['relation']}{cols}: {', '.join(r['principals']) or '-'}")
+        if not self.readers:
+            lines.append(f"  {'reader':<16} none: no role may read what is affected")
         lines.append(f"  owners to notify: {', '.join(self.owners)}")
         return "\n".join(lines)
 
@@ -138,10 +165,27 @@ class LineageGraph:
         deps = getattr(value, "deps_by_column", None) or getattr(value, "value").deps_by_column
         return {col: [(d.asset_key.to_user_string(), d.column_name) for d in ds] for col, ds in deps.items()}
 
-    def affected(self, name: str, columns: Iterable[str] = ()) -> AffectedAsset:
+    def affected(self, name: str, columns: Iterable[str] = (), impact: Iterable[str] = ()) -> AffectedAsset:
         spec = self.specs[name]
         return AffectedAsset(name, _kind(spec), sorted(spec.owners), (spec.description or "").split("\n")[0],
-                             sorted(columns), self.checks[name])
+                             sorted(columns), self.checks[name], list(impact))
+
+
+def readers_of(affected: Iterable[AffectedAsset]) -> list[dict[str, Any]]:
+    """Roles of the access policy that may read what is affected (the affected columns, when a grant narrows them)."""
+    out = []
+    for a in affected:
+        for role in ROLES.values():
+            grant = role.readable.get(a.asset)
+            if grant is None:
+                continue
+            columns = sorted(set(a.columns) & set(grant.columns)) if grant.columns and a.columns else list(a.columns)
+            whole = not a.columns or any(i != VALUE and i != REFERENCE for i in a.impact)
+            if grant.columns and a.columns and not columns and not whole:
+                continue  # the role may not read the affected columns (e.g. customer PII)
+            out.append({"relation": a.asset, "role": role.name, "columns": columns,
+                        "principals": sorted(p.name for p in PRINCIPALS.values() if p.role == role.name)})
+    return out
 
 
 def _edges(g: LineageGraph, names: list[str]) -> list[tuple[str, str]]:
@@ -152,47 +196,110 @@ def _edges(g: LineageGraph, names: list[str]) -> list[tuple[str, str]]:
 def from_asset(defs: dg.Definitions, asset: str, partitions: list[str] | None = None) -> BlastRadius:
     g = LineageGraph(defs)
     if asset not in g.specs:
-        raise KeyError(f"no asset {asset!r} in the code location")
-    seen, queue = {asset}, deque([asset])
-    while queue:
-        current = queue.popleft()
-        for child in g.children[current]:
-            if child not in seen:
-                seen.add(child)
-                queue.append(child)
+        raise IncidentError(f"no asset {asset!r} in the code location (known: {', '.join(sorted(g.specs))})")
+    seen = _downstream_of(g, asset)
     order = [a for a in _topological(g) if a in seen]
-    affected = [g.affected(a) for a in order]
-    return BlastRadius(asset, sorted(partitions or []), affected, _edges(g, order))
+    affected = [g.affected(a, impact=[DOWNSTREAM] if a != asset else []) for a in order]
+    return BlastRadius(asset, sorted(partitions or []), affected, _edges(g, order), readers_of(affected))
+
+
+def _dimensions(g: LineageGraph) -> dict[str, TableSpec]:
+    """The reference dimensions in the graph, with their table specs (columns and key)."""
+    return {name: TABLES_BY_NAME[name] for name, spec in g.specs.items()
+            if spec.group_name == "dimensions" and name in TABLES_BY_NAME}
+
+
+def source_fields(defs: dg.Definitions) -> dict[str, tuple[str, ...]]:
+    """Every field a blast radius can start from: the ERP order line fields and each reference dimension's fields."""
+    g = LineageGraph(defs)
+    return {SOURCE: CANONICAL_NAMES, **{name: spec.column_names for name, spec in _dimensions(g).items()}}
+
+
+def _origins(defs: dg.Definitions, source_field: str) -> list[tuple[str, str]]:
+    """(source, field) pairs named by ``source_field`` (``field`` or ``source.field``); an unknown name is an error."""
+    known = source_fields(defs)
+    source, _, name = source_field.rpartition(".")
+    found = [(s, name) for s, fields in known.items() if (not source or s == source) and name in fields]
+    if not found:
+        listing = "; ".join(f"{s}: {', '.join(fields)}" for s, fields in known.items())
+        raise IncidentError(f"unknown source field {source_field!r}: known fields are {listing}")
+    return found
 
 
 def from_field(defs: dg.Definitions, source_field: str, partitions: list[str] | None = None) -> BlastRadius:
-    """Follow column lineage from ``erp_order_lines.<source_field>``; whole assets past the last lineage."""
+    """Everything a broken source field reaches: its value lineage, the whole day when it is required, its references.
+
+    * **value lineage**: the columns computed from the field, following
+      ``dagster/column_lineage``; assets without column lineage (dashboards,
+      consumer groups) that read an affected asset are affected whole;
+    * **whole day**: a *required* order line field that is missing or broken
+      stops the batch (contract gate, quality gate), so every product of the
+      day is unavailable: every asset downstream of the source is in it;
+    * **references**: a dimension's key carried by the facts links the two
+      (a broken ``customer_id`` breaks the facts' link to ``dim_customer``), and
+      a field of a reference extract reaches its dimension; a dimension's
+      consumers are its graph children and the roles that may read the field.
+    """
     g = LineageGraph(defs)
+    origins = _origins(defs, source_field)
     lineage = {asset: g.column_lineage(asset) for asset in g.specs}
     downstream: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for asset in g.specs:
         for column, deps in lineage[asset].items():
             for dep in deps:
                 downstream.setdefault(dep, []).append((asset, column))
-    columns: dict[str, set[str]] = {SOURCE: {source_field}}
-    queue = deque([(SOURCE, source_field)])
-    while queue:
-        for asset, column in downstream.get(queue.popleft(), []):
-            if column not in columns.setdefault(asset, set()):
-                columns[asset].add(column)
-                queue.append((asset, column))
+    columns: dict[str, set[str]] = {}
+    impact: dict[str, set[str]] = {}
+
+    def reach(asset: str, why: str, column: str | None = None) -> None:
+        impact.setdefault(asset, set()).add(why)
+        cols = columns.setdefault(asset, set())
+        if column:
+            cols.add(column)
+
+    dimensions = _dimensions(g)
+    required = {f.name for f in CANONICAL_FIELDS if f.required}
+    for source, name in origins:
+        reach(source, VALUE, name)
+        queue = deque([(source, name)])
+        while queue:
+            for asset, column in downstream.get(queue.popleft(), []):
+                if column not in columns.get(asset, set()):
+                    reach(asset, VALUE, column)
+                    queue.append((asset, column))
+        if source == SOURCE and name in required:
+            for asset in _downstream_of(g, SOURCE):
+                reach(asset, WHOLE_DAY)
+    # references between the facts and the dimensions, by the dimension's key
+    for dim, spec in dimensions.items():
+        key = spec.grain[0]
+        facts = [a for a in g.specs if _kind(g.specs[a]) == "fact table" and key in lineage[a]]
+        if any(key in columns.get(a, set()) for a in facts):
+            reach(dim, REFERENCE, key)
+        if key in columns.get(dim, set()) and any(source == dim for source, _ in origins):
+            for fact in facts:
+                reach(fact, REFERENCE, key)
     # assets without column lineage (dashboards, consumer groups) read their parents whole
     topological = _topological(g)
-    order = [a for a in topological if a in columns]
-    whole: set[str] = set()
     for asset in topological:
-        if asset in columns or asset in whole:
+        if asset in impact:
             for child in g.children[asset]:
-                if child not in columns and not lineage[child]:
-                    whole.add(child)
-    order += [a for a in topological if a in whole and a not in columns]
-    affected = [g.affected(a, columns.get(a, ())) for a in order]
-    return BlastRadius(f"{SOURCE}.{source_field}", sorted(partitions or []), affected, _edges(g, order))
+                if not lineage[child] and child not in impact:
+                    reach(child, READS_AFFECTED)
+    order = [a for a in topological if a in impact]
+    affected = [g.affected(a, columns.get(a, ()), sorted(impact[a])) for a in order]
+    origin = ", ".join(f"{source}.{name}" for source, name in origins)
+    return BlastRadius(origin, sorted(partitions or []), affected, _edges(g, order), readers_of(affected))
+
+
+def _downstream_of(g: LineageGraph, asset: str) -> set[str]:
+    seen, queue = {asset}, deque([asset])
+    while queue:
+        for child in g.children[queue.popleft()]:
+            if child not in seen:
+                seen.add(child)
+                queue.append(child)
+    return seen
 
 
 def _topological(g: LineageGraph) -> list[str]:

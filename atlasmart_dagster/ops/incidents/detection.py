@@ -3,7 +3,9 @@
 Signals come from the ledger and the Dagster instance:
 
 * a blocking check failed (or a dashboard's golden cross-check);
-* a partition missed an SLO;
+* a partition missed an SLO, including a day the daily delivery tried but did
+  not certify by its deadline (its availability miss is recorded here, once
+  the deadline passed, so the miss exists even though nothing was delivered);
 * a run for the certified chain failed (other than "source not ready");
 * a day is still blocked upstream ``SOURCE_LATE_GRACE`` minutes after its schedule;
 * a consumer reported a problem (``atlasmart incident report``).
@@ -22,9 +24,9 @@ from typing import Any
 import dagster as dg
 
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
-from ...product.lanes import LANE_TAG
+from ...product.lanes import CURRENT, LANE_TAG
 from ...product.pii import redact_for
-from ...product.slo import SOURCE_LATE_GRACE, scheduled_at
+from ...product.slo import SOURCE_LATE_GRACE, record_undelivered, scheduled_at
 from ...store.clock import format_ts
 from ...store.ledger.partition_states import BLOCKED_UPSTREAM, BUILT
 from ...store.platform import Platform
@@ -170,10 +172,19 @@ def route(
     return incident.id
 
 
+def record_missed_deadlines(platform: Platform, now: datetime) -> list[str]:
+    """Record the availability miss of every day the daily delivery tried but has not certified by its deadline."""
+    ledger = platform.ledger
+    days = {p["partition"] for p in ledger.runs.phases() if p["lane"] == CURRENT}
+    days |= {e.partition for e in ledger.partitions.events(asset="raw_order_lines") if e.lane == CURRENT}
+    return [day for day in sorted(days) if record_undelivered(ledger, day, now) is not None]
+
+
 def detect(platform: Platform, instance: dg.DagsterInstance | None = None, actor: str = "incident_sensor") -> list[str]:
-    """Collect signals and route the new ones; returns the ids of incidents opened or updated."""
+    """Record missed deadlines, collect signals and route the new ones; returns the ids of incidents opened or updated."""
     store = IncidentStore(platform.ledger)
     at = platform.clock.now()
+    record_missed_deadlines(platform, at)
     touched = []
     seen = store.seen_signal_keys()
     for signal in collect_signals(platform, instance):

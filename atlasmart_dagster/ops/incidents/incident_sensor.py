@@ -16,8 +16,9 @@ from .detection import detect
     minimum_interval_seconds=60,
     description=(
         "Opens or updates incidents from evidence: failed blocking checks and dashboard golden checks, missed "
-        "SLOs, failed runs of the certified chain, and days still blocked upstream 10 minutes after their "
-        "schedule. Idempotent: each piece of evidence reaches exactly one incident."
+        "SLOs (a day the daily delivery did not certify by its deadline records its availability miss here), "
+        "failed runs of the certified chain, and days still blocked upstream 10 minutes after their schedule. "
+        "Idempotent: each piece of evidence reaches exactly one incident."
     ),
 )
 def incident_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):

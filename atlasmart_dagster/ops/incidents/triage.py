@@ -1,16 +1,23 @@
 """Triage by mechanism: classify an incident from evidence, in a fixed order.
 
-1. **source failure**: the ERP batch is missing or late, or its counts are absent;
-2. **pipeline or schema bug**: contract or pipeline checks fail, or a mismatch
-   appears between two layers inside the job;
+1. **source failure**: the ERP batch is missing, late or partial, or its counts
+   are absent, once the source is expected (schedule + grace);
+2. **pipeline or schema bug**: contract or pipeline checks fail, a mismatch
+   appears between two layers inside the job, or rows were lost on the way
+   (completeness SLO missed);
 3. **semantic error**: the pipeline is healthy but a consumer metric
    disagrees with the governed metric;
-4. **warehouse performance**: certified late with correct data and an
-   abnormal run duration or queueing;
-5. otherwise **needs more evidence**.
+4. **warehouse performance**: the run was slow (duration SLO missed), queued,
+   or the platform took too long once the source was ready (freshness), with
+   correct data;
+5. a day that is **not due yet** (before its deadline, ``slo.due_at``) with
+   nothing else wrong: nothing is wrong, tell the consumer when it is due;
+6. otherwise **needs more evidence**.
 
-Every mechanism is evaluated and listed with the evidence for or against it;
-the verdict is the first that holds, and when several hold the verdict says so.
+Every mechanism is evaluated and listed with the evidence for or against it,
+every recorded SLO objective (freshness, completeness, duration, availability)
+of each day is weighed, and each day's due state is part of the result; the
+verdict is the first mechanism that holds, and when several hold it says so.
 """
 
 from __future__ import annotations
@@ -18,15 +25,28 @@ from __future__ import annotations
 from typing import Any
 
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC, SOURCE_CONTRACT_CONFORMS
-from ...product.slo import SOURCE_LATE_GRACE, scheduled_at
-from ...store.clock import minutes_between, parse_ts
+from ...product.slo import (
+    AVAILABILITY,
+    COMPLETENESS,
+    DURATION,
+    FRESHNESS,
+    OBJECTIVES,
+    SOURCE_LATE_GRACE,
+    due_state,
+    latest_results,
+    scheduled_at,
+)
+from ...store.clock import format_ts, minutes_between, parse_ts
 from ...store.ledger.partition_states import BLOCKED_UPSTREAM
 from ...store.platform import Platform
+from ...store.tables import CERTIFIED_ASSETS
 from .incident_records import Incident
 
 SOURCE, PIPELINE, SEMANTIC, PERFORMANCE, UNKNOWN = (
     "source failure", "pipeline or schema bug", "semantic error", "warehouse performance", "needs more evidence",
 )
+NOT_DUE = "not due yet"
+MECHANISMS = (SOURCE, PIPELINE, SEMANTIC, PERFORMANCE)
 QUEUE_MINUTES = 10  # ready -> run start beyond this is queueing
 
 
@@ -37,26 +57,88 @@ def _latest_checks(platform: Platform, partition: str) -> dict[tuple[str, str], 
     return latest
 
 
+def _slo_evidence(platform: Platform, partition: str, pipeline_green: bool, mechanisms: dict[str, list[str]],
+                  against: dict[str, list[str]]) -> dict[str, str]:
+    """Weigh every recorded SLO objective of the day; returns ``{objective: description}`` of what was recorded."""
+    records = {r["objective"]: r for r in platform.ledger.slos.records(partition)}  # the latest per objective
+    results = {r.objective: r for r in latest_results(platform.ledger, partition)}
+    timeline = records[AVAILABILITY]["timeline"] if AVAILABILITY in records else {}
+    queue = (minutes_between(parse_ts(timeline["ready_at"]), parse_ts(timeline["run_started_at"]))
+             if timeline.get("ready_at") and timeline.get("run_started_at") else None)
+    queued = queue is not None and queue > QUEUE_MINUTES
+    slow = DURATION in results and not results[DURATION].met and results[DURATION].value is not None
+    for objective, result in results.items():
+        if result.met:
+            continue
+        if objective == DURATION and slow:
+            mechanisms[PERFORMANCE].append(
+                f"{partition}: the run took {result.value_text} (target <= {result.target:g} {result.unit}): "
+                f"the warehouse or pipeline was slow" + ("" if pipeline_green else ", while checks also failed"))
+        elif objective == COMPLETENESS:
+            mechanisms[PIPELINE].append(f"{partition}: completeness {result.value_text} ({result.detail}): "
+                                        "rows were lost between the manifest and staging")
+        elif objective == FRESHNESS:
+            if pipeline_green:
+                mechanisms[PERFORMANCE].append(
+                    f"{partition}: certified {result.value_text} after the source was ready "
+                    f"(target <= {result.target:g} {result.unit}) with reconciled data")
+            else:
+                against[PERFORMANCE].append(f"{partition}: freshness missed, but the pipeline itself is failing")
+        elif objective == AVAILABILITY:
+            delivered = bool(records[AVAILABILITY]["run_id"])
+            if not delivered:
+                against[PERFORMANCE].append(f"{partition}: not certified by its deadline ({result.detail}); "
+                                            "nothing was delivered, so nothing was slow")
+            elif not pipeline_green:
+                continue
+            elif slow or queued:
+                mechanisms[PERFORMANCE].append(
+                    f"{partition}: certified late with reconciled data; run duration "
+                    f"{results[DURATION].value_text if DURATION in results else '?'}, queued "
+                    f"{'?' if queue is None else f'{queue:g}'} min after the source was ready")
+            else:
+                against[PERFORMANCE].append(
+                    f"{partition}: run took {results[DURATION].value_text if DURATION in results else '?'} and "
+                    f"started {queue if queue is not None else '?'} min after the source was ready: "
+                    "the platform was not slow")
+    return {o: results[o].describe() for o in OBJECTIVES if o in results}
+
+
 def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
     ledger = platform.ledger
-    mechanisms: dict[str, list[str]] = {m: [] for m in (SOURCE, PIPELINE, SEMANTIC, PERFORMANCE)}
+    now = platform.clock.now()
+    mechanisms: dict[str, list[str]] = {m: [] for m in MECHANISMS}
     against: dict[str, list[str]] = {m: [] for m in mechanisms}
+    due: dict[str, dict[str, Any]] = {}
+    slo: dict[str, dict[str, str]] = {}
     for partition in incident.partitions:
+        certified = all(ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS)
+        due[partition] = due_state(partition, now, certified)
+        # the source is expected from its schedule plus the grace a healthy day needs (ready 08:04)
+        expected_from = scheduled_at(partition) + SOURCE_LATE_GRACE
+        source_expected = now >= expected_from
+
         # 1. source
-        blocked = ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BLOCKED_UPSTREAM,))
-        for event in blocked:
-            mechanisms[SOURCE].append(f"{partition}: run {event.run_id} blocked upstream at {event.recorded_at}: "
-                                      + "; ".join(event.detail.get("problems", [])))
+        found_before = len(mechanisms[SOURCE])
         batches = ledger.batches.list(partition)
-        for batch in batches:
-            late = minutes_between(scheduled_at(partition), parse_ts(batch["ready_at"]))
-            if late > SOURCE_LATE_GRACE.total_seconds() / 60:
-                mechanisms[SOURCE].append(
-                    f"{partition}: batch {batch['batch_id']} ready_at {batch['ready_at']}, {late:g} min after the schedule")
-        if not batches:
-            mechanisms[SOURCE].append(f"{partition}: no batch of this day has arrived (counts absent)")
-        if not mechanisms[SOURCE]:
-            against[SOURCE].append(f"{partition}: batches arrived on time and passed readiness")
+        if source_expected:
+            blocked = ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BLOCKED_UPSTREAM,))
+            for event in blocked:
+                mechanisms[SOURCE].append(f"{partition}: run {event.run_id} blocked upstream at {event.recorded_at}: "
+                                          + "; ".join(event.detail.get("problems", [])))
+            for batch in batches:
+                late = minutes_between(scheduled_at(partition), parse_ts(batch["ready_at"]))
+                if late > SOURCE_LATE_GRACE.total_seconds() / 60:
+                    mechanisms[SOURCE].append(
+                        f"{partition}: batch {batch['batch_id']} ready_at {batch['ready_at']}, {late:g} min after the schedule")
+            if not batches:
+                mechanisms[SOURCE].append(f"{partition}: no batch of this day has arrived (counts absent); "
+                                          f"{due[partition]['detail']}")
+            if len(mechanisms[SOURCE]) == found_before:
+                against[SOURCE].append(f"{partition}: batches arrived on time and passed readiness")
+        else:
+            against[SOURCE].append(f"{partition}: the source is not expected before {format_ts(expected_from)} "
+                                   f"(schedule + {SOURCE_LATE_GRACE.total_seconds() / 60:g} min): nothing is late yet")
 
         # 2. pipeline / schema, 3. semantic
         latest = _latest_checks(platform, partition)
@@ -68,7 +150,7 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
                 f"{partition}: {r['asset']}:{r['check_name']} failed ({what}); observed {r['observed']}, expected {r['expected']}")
         golden_failed = [r for (asset, check), r in latest.items()
                          if check == GOLDEN_MATCHES_GOVERNED_METRIC and not r["passed"]]
-        pipeline_green = latest and not pipeline_failed and any(r["blocking"] for r in latest.values())
+        pipeline_green = bool(latest) and not pipeline_failed and any(r["blocking"] for r in latest.values())
         if pipeline_green:
             against[PIPELINE].append(f"{partition}: every pipeline check passed ({sum(1 for r in latest.values() if r['blocking'])} checks)")
         for r in golden_failed:
@@ -79,35 +161,30 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
             else:
                 against[SEMANTIC].append(f"{partition}: a consumer figure disagrees, but the pipeline itself is failing")
 
-        # 4. performance
-        slo_records = ledger.slos.records(partition)
-        for slo in slo_records:
-            if slo["met"] or slo["objective"] not in ("availability", "freshness"):
-                continue
-            timeline = slo["timeline"]
-            if not pipeline_green:
-                continue
-            duration = next((s for s in slo_records if s["objective"] == "duration"), None)
-            queue = (minutes_between(parse_ts(timeline["ready_at"]), parse_ts(timeline["run_started_at"]))
-                     if timeline.get("ready_at") and timeline.get("run_started_at") else None)
-            slow = duration is not None and not duration["met"]
-            queued = queue is not None and queue > QUEUE_MINUTES
-            if slow or queued:
-                mechanisms[PERFORMANCE].append(
-                    f"{partition}: certified late with reconciled data; run duration {duration['value'] if duration else '?'} min, "
-                    f"queued {'?' if queue is None else f'{queue:g}'} min after the source was ready")
-            else:
-                against[PERFORMANCE].append(
-                    f"{partition}: run took {duration['value'] if duration else '?'} min and started "
-                    f"{queue if queue is not None else '?'} min after the source was ready: the platform was not slow")
-    holding = [m for m in (SOURCE, PIPELINE, SEMANTIC, PERFORMANCE) if mechanisms[m]]
-    verdict = holding[0] if holding else UNKNOWN
-    note = (f"several causes hold: {', '.join(holding)}; the first in triage order leads" if len(holding) > 1
-            else ("no mechanism is supported by the evidence yet" if not holding else f"only {verdict} holds"))
+        # 4. performance, and every other SLO objective of the day
+        slo[partition] = _slo_evidence(platform, partition, pipeline_green, mechanisms, against)
+
+    holding = [m for m in MECHANISMS if mechanisms[m]]
+    not_due = [p for p, d in due.items() if d["state"] == "not due yet"]
+    if holding:
+        verdict = holding[0]
+        note = (f"several causes hold: {', '.join(holding)}; the first in triage order leads" if len(holding) > 1
+                else f"only {verdict} holds")
+    elif due and len(not_due) == len(due):
+        verdict, holding = NOT_DUE, [NOT_DUE]
+        note = ("nothing is wrong yet: " + "; ".join(f"{p} is due {due[p]['due_at']}" for p in not_due)
+                + "; tell the consumer when it is due")
+    else:
+        verdict = UNKNOWN
+        note = "no mechanism is supported by the evidence yet"
+    if not_due and verdict != NOT_DUE:
+        note += f"; not due yet: {', '.join(not_due)}"
     return {
         "verdict": verdict,
         "holding": holding,
         "note": note,
         "evidence": {m: mechanisms[m] for m in mechanisms},
         "against": {m: against[m] for m in against if against[m]},
+        "due": due,
+        "slo": slo,
     }

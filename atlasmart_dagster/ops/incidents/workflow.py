@@ -3,9 +3,10 @@
 Every step reads evidence from the ledger and the live asset graph and
 appends what it did to the incident, with the actor and the logical time.
 The order is enforced where it protects consumers: certification of the
-affected scope stays held from containment until verification has proven,
-by recomputing the controls from the immutable raw evidence, that every layer
-reconciles; an incident cannot be resolved before that.
+affected scope stays held from containment until verification has proven
+that a repair run succeeded with every blocking check passing and that every
+layer reconciles with the controls recomputed from the immutable raw evidence
+(``VERIFY_CONDITIONS``); an incident cannot be resolved before that.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import json
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import dagster as dg
 
 from ...defs.checks.slo_checks import slo_reporter
+from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
+from ...domain.controls import ControlTuple
 from ...product.canonical_controls import verify_partitions
 from ...product.dashboards import DEFAULT_DASHBOARDS, current, governed_values, tile_values
 from ...product.pii import redact_for
@@ -26,9 +29,7 @@ from ...product.run_certification import certify_and_deliver
 from ...product.serving import partition_status
 from ...store.ledger.partition_states import BUILT, CERTIFIED, WITHDRAWN
 from ...store.platform import Platform
-from ...store.tables import (
-    CERTIFIED_ASSETS,
-)
+from ...store.tables import CERTIFIED_ASSETS, RAW_ORDER_LINES
 from ..access.access_log import log_decision
 from ..access.policy import WITHDRAW_CERTIFICATION, AccessDenied, principal_for, require
 from ..backfills import BackfillRequest, run_backfill
@@ -180,20 +181,56 @@ class IncidentWorkflow:
         )
         return outcome
 
-    def record_repair(self, incident_id: str, actor: str, description: str, data: dict[str, Any]) -> None:
-        """A repair that is not a rebuild (e.g. redeploying a dashboard from the governed metric)."""
-        self.store.advance(self.get(incident_id), REPAIRING, self._now(), actor, "repairing")
+    def record_repair(self, incident_id: str, actor: str, description: str, data: dict[str, Any],
+                      run_id: str | None = None) -> None:
+        """A repair that is not a rebuild by ``repair`` (e.g. redeploying a dashboard, a late batch loaded on arrival).
+
+        When a run carried the repair out (the load the manifest sensor started
+        once the late batch landed, the golden check run after a dashboard was
+        redeployed), pass its ``run_id``: its outcome is read from the Dagster
+        instance, never taken from the caller, and verification holds it to
+        the same rules as a rebuild. Without a run, the repair is recorded but
+        verification still waits for a successful repair run.
+        """
+        incident = self.get(incident_id)
+        if run_id is not None:
+            data = {**data, **self._run_outcome(run_id)}
+            description += f" (run {run_id} {'succeeded' if data['success'] else 'failed'})"
+        self.store.advance(incident, REPAIRING, self._now(), actor, "repairing")
         self.store.append(incident_id, self._now(), actor, "repair", description, data=data)
+
+    def _run_outcome(self, run_id: str) -> dict[str, Any]:
+        if self.instance is None:
+            raise IncidentError("recording a repair run needs the Dagster instance it ran on")
+        run = self.instance.get_run_by_id(run_id)
+        if run is None:
+            raise IncidentError(f"run {run_id} is not known to the Dagster instance")
+        days = sorted({r["partition"] for r in self.platform.ledger.checks.results(run_id=run_id)})
+        return {"run_id": run_id, "success": run.status == dg.DagsterRunStatus.SUCCESS, "partitions": days,
+                "job": run.job_name}
 
     # -- verify ----------------------------------------------------------------
     def verify(self, incident_id: str, actor: str) -> dict[str, Any]:
-        """Recompute controls from raw; if every layer reconciles, release the hold and re-certify."""
+        """Release the hold and re-certify the scope only if every verification condition holds.
+
+        The conditions are ``VERIFY_CONDITIONS``: a successful repair run is
+        recorded on the incident; every blocking check (and dashboard golden
+        check) of the repair run that checked each day passed; every layer's
+        controls equal the controls recomputed from raw, and all-zero controls
+        pass only for a day whose manifest said 0 rows; dashboards touched by
+        the incident show the governed metric. Otherwise the verification is
+        recorded as FAILED with the list of what is missing, and the hold stays.
+        """
         incident = self.get(incident_id)
         partitions = incident.partitions
         report = verify_partitions(self.platform, partitions)
         golden = _golden_report(self.platform, incident)
-        passed = report["reconciled"] and golden.get("passed", True)
-        data = {**report, "dashboards": golden, "passed": passed}
+        evidence = VerifyEvidence(self.platform, self.instance, incident, report, golden)
+        missing = [item for condition in VERIFY_CONDITIONS for item in condition(evidence)]
+        passed = not missing
+        repair_runs = _repair_runs(incident)
+        data = {**report, "dashboards": golden, "passed": passed, "missing": missing,
+                "repair_run": repair_runs[-1]["run_id"] if repair_runs else None}
         if passed:
             for hold in self.platform.ledger.holds.active():
                 if hold["incident_id"] == incident_id:
@@ -204,9 +241,9 @@ class IncidentWorkflow:
                 decisions += self._recheck_dashboards(actor)
             data["recertified"] = sorted({(d.asset, d.partition) for d in decisions if d.certified})
             data["still_refused"] = [d.to_json() for d in decisions if not d.certified]
-        self.store.append(incident_id, self._now(), actor, "verification",
-                          f"verification {'passed' if passed else 'FAILED'}: canonical controls {report['canonical_total']}",
-                          data=data)
+        outcome = (f"passed: canonical controls {report['canonical_total']}" if passed
+                   else f"FAILED, certification stays held: {'; '.join(missing)}")
+        self.store.append(incident_id, self._now(), actor, "verification", f"verification {outcome}", data=data)
         self.store.advance(self.get(incident_id), VERIFYING, self._now(), actor, "verifying")
         return data
 
@@ -239,11 +276,15 @@ class IncidentWorkflow:
 
     # -- postmortem -------------------------------------------------------------
     def add_action(self, incident_id: str, actor: str, owner: str, due: str, gap: str, verification: str) -> str:
+        incident = self.get(incident_id)
+        opened = date.fromisoformat(incident.opened_at[:10])
         problems = []
         if not (owner or "").strip():
             problems.append("an owner")
         try:
-            date.fromisoformat(due or "")
+            if date.fromisoformat(due or "") < opened:
+                problems.append(f"a due date on or after the day the incident opened ({opened.isoformat()}), "
+                                f"not {due}")
         except ValueError:
             problems.append("a due date (YYYY-MM-DD)")
         if not (gap or "").strip():
@@ -317,10 +358,111 @@ def _golden_report(platform: Platform, incident: Incident) -> dict[str, Any]:
     for asset in sorted(set(dashboards)):
         dashboard = current(platform.ledger, asset)
         values = tile_values(platform, dashboard)
-        claimed = [t.key for t in dashboard.tiles if t.governed_metric]
+        claimed = [t.key for t in dashboard.governed_tiles]
         totals = {k: format(sum(values[k].values()), "f") for k in claimed}
         ok = all(values[k] == governed for k in claimed)
         passed &= ok
         report[asset] = {"version": dashboard.version, "totals": totals,
                          "governed_total": format(sum(governed.values()), "f"), "matches": ok}
     return {"passed": passed, "dashboards": report}
+
+
+# -- verification conditions ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerifyEvidence:
+    """What the verification conditions judge: the incident, controls recomputed from raw, the dashboards."""
+
+    platform: Platform
+    instance: dg.DagsterInstance | None
+    incident: Incident
+    controls: dict[str, Any]  # verify_partitions(...) of the incident's days
+    golden: dict[str, Any]  # _golden_report(...), {} when no dashboard is involved
+
+
+def _repair_runs(incident: Incident) -> list[dict[str, Any]]:
+    """Repairs carried out by a run, oldest first."""
+    return [e["data"] for e in incident.of_kind("repair") if e["data"].get("run_id")]
+
+
+def _succeeded(evidence: VerifyEvidence, repair: dict[str, Any]) -> bool:
+    """The repair's run succeeded: as recorded, and as the Dagster instance says when it still knows the run."""
+    if not repair.get("success"):
+        return False
+    run = evidence.instance.get_run_by_id(repair["run_id"]) if evidence.instance is not None else None
+    return run is None or run.status == dg.DagsterRunStatus.SUCCESS
+
+
+def repair_run_succeeded(evidence: VerifyEvidence) -> list[str]:
+    """A repair run is recorded on the incident, and the latest one succeeded."""
+    runs = _repair_runs(evidence.incident)
+    if not runs:
+        return ["no repair run is recorded on the incident (`atlasmart incident repair`)"]
+    latest = runs[-1]
+    if not _succeeded(evidence, latest):
+        failures = "; ".join(latest.get("failures") or []) or "the run did not succeed"
+        return [f"the latest repair run {latest['run_id']} failed: {failures}"]
+    return []
+
+
+def repair_checks_passed(evidence: VerifyEvidence) -> list[str]:
+    """Each day was checked by a repair run, that run succeeded, and its blocking (and golden) checks of the day passed."""
+    missing = []
+    runs = _repair_runs(evidence.incident)
+    checks = evidence.platform.ledger.checks
+    for day in evidence.incident.partitions:
+        found = None
+        for repair in reversed(runs):
+            results = [r for r in checks.results(run_id=repair["run_id"], partition=day)
+                       if r["blocking"] or r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC]
+            if results:
+                found = repair, results
+                break
+        if found is None:
+            missing.append(f"{day}: no repair run ran the blocking checks of this day")
+            continue
+        repair, results = found
+        failed = sorted({f"{r['asset']}:{r['check_name']}" for r in results if not r["passed"]})
+        if failed:
+            missing.append(f"{day}: checks failed in repair run {repair['run_id']}: {', '.join(failed)}")
+        elif not _succeeded(evidence, repair):
+            missing.append(f"{day}: repair run {repair['run_id']} checked this day but did not succeed")
+    return missing
+
+
+def controls_match_raw(evidence: VerifyEvidence) -> list[str]:
+    """Every layer equals the controls recomputed from raw; all-zero controls only for a day the manifest said was empty."""
+    missing = []
+    ledger = evidence.platform.ledger
+    empty = str(ControlTuple())
+    raw_rows = evidence.platform.warehouse.partition_row_counts(RAW_ORDER_LINES, evidence.incident.partitions)
+    for day, result in evidence.controls["per_day"].items():
+        if result["mismatches"]:
+            missing.append(f"{day}: {', '.join(result['mismatches'])} differ from the controls recomputed from raw "
+                           f"{result['canonical']}")
+        manifest_rows = sum(b["expected_rows"] for b in ledger.batches.list(day))
+        if result["canonical"] == empty and manifest_rows > 0:
+            missing.append(f"{day}: controls are all zero, but the manifest says {manifest_rows} rows and raw holds "
+                           f"{raw_rows.get(day, 0)}: no row was accepted as a paid line (zeros pass only for a day "
+                           "whose manifest says 0 rows)")
+    return missing
+
+
+def dashboards_match_governed(evidence: VerifyEvidence) -> list[str]:
+    """Every dashboard touched by the incident shows the governed metric in every tile that presents it."""
+    if not evidence.golden or evidence.golden.get("passed", True):
+        return []
+    return [f"{name}: tiles show {report['totals']} but the governed metric is {report['governed_total']}"
+            for name, report in evidence.golden["dashboards"].items() if not report["matches"]]
+
+
+# Every condition must return nothing for the verification to pass. A further
+# condition (e.g. the owner's decision on a restatement under guard) is one
+# more function of the same shape, added to this tuple.
+VERIFY_CONDITIONS: tuple[Callable[[VerifyEvidence], list[str]], ...] = (
+    repair_run_succeeded,
+    repair_checks_passed,
+    controls_match_raw,
+    dashboards_match_governed,
+)

@@ -127,6 +127,7 @@ def test_blast_radius_command(env, capsys):
     assert radius["partitions"] == [DAY]
     assert set(radius["consumer_groups"]) == {"consumer_group_finance", "consumer_group_executives"}
     assert "team:finance" in radius["owners"] and radius["mermaid"].startswith("flowchart LR")
-    code, out = cli(env, capsys, "blast-radius", "--field", "channel", "--json")
+    code, out = cli(env, capsys, "blast-radius", "--field", "line_cost_usd", "--json")
     assets = {a["asset"]: a["columns"] for a in json.loads(out)["assets"]}
-    assert assets["fact_sales"] == ["channel"] and "agg_daily_sales" not in assets  # the aggregate drops channel
+    assert assets["fact_sales"] == ["cost_usd", "gross_profit_usd"]
+    assert assets["agg_daily_sales"] == ["cost_usd", "gross_profit_usd"] and "metric_gross_revenue" in assets
