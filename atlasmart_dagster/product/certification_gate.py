@@ -14,10 +14,11 @@ certifies it only if all of these hold:
    no money is negative, by the latest checks of the day;
 5. the fingerprint recomputed at the pinned snapshot equals the one recorded
    at build time (what is certified is exactly what was checked);
-6. if consumers are already served a version of the day, the new controls are
-   within the day's contract tolerance of the served ones, or the data owner
-   approved exactly these figures (``restatements.py``): a re-send that
-   doubles a day is held, never certified on its own.
+6. if the day was certified before (served now or withdrawn since), the new
+   controls are within the day's contract tolerance of the last certified
+   ones, or the data owner approved exactly these figures
+   (``restatements.py``): a re-send that doubles a day is held, never
+   certified on its own, not even behind a containment.
 
 A certification appends ``CERTIFIED`` (asset, partition, snapshot id,
 fingerprint, control tuple, run id, lane, time, actor) to the ledger; a refusal
@@ -115,7 +116,12 @@ class GateEvidence:
             self.checks.setdefault((result["asset"], result["partition"]), []).append(result)
             self._by_run.setdefault((result["run_id"], result["partition"]), []).append(result)
         self.holds = ledger.holds.active()
-        self.served = {asset: ledger.partitions.served_map(asset) for asset in sorted({b.asset for b in builds})}
+        # The last figures consumers were given for each day, withdrawn or not: containment withdraws
+        # a version, and a repair must not slip a large unapproved change in behind it.
+        self.last_certified: dict[tuple[str, str], PartitionEvent] = {}
+        for event in ledger.partitions.events(states=(CERTIFIED,), assets=sorted({b.asset for b in builds}),
+                                              partitions=days):
+            self.last_certified[(event.asset, event.partition)] = event
         self.approved = approved_controls(ledger, days)
         self._contracts: dict[str, Any] = {}
         self._controls: dict[tuple[str, int | None], dict] = {}
@@ -139,15 +145,16 @@ class GateEvidence:
 
     def restatement_breaches(self, built: PartitionEvent, candidate: ControlTuple) -> list[str]:
         """Beyond-tolerance changes of ``candidate`` against the served version (none if nothing is served)."""
-        served = self.served.get(built.asset, {}).get(built.partition)
-        if served is None or served.certification.controls in (None, candidate):
+        last = self.last_certified.get((built.asset, built.partition))
+        if last is None or last.controls in (None, candidate):
             return []
         if candidate in self.approved.get(built.partition, []):
             return []
         if built.partition not in self._contracts:
             self._contracts[built.partition] = contract_of_day(self.platform.ledger, built.partition)
-        breaches = self._contracts[built.partition].restatement.breaches(served.certification.controls, candidate)
-        return [f"{RESTATEMENT_HELD}: {'; '.join(breaches)} (consumers keep version {served.version})"] if breaches else []
+        breaches = self._contracts[built.partition].restatement.breaches(last.controls, candidate)
+        return [f"{RESTATEMENT_HELD}: {'; '.join(breaches)} (against the figures certified {last.recorded_at})"
+                ] if breaches else []
 
     # Table reads: one per (table, snapshot), of the days built into that snapshot.
     # A range run commits one snapshot per chunk of days; reading every day of

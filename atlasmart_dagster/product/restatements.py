@@ -97,3 +97,13 @@ def approve_restatement(
          "approved_by": approved_by, "reason": reason, "incident_id": incident_id, "at": format_ts(at)},
     )
     return controls
+
+
+def held_reason(platform: Platform, partition: str) -> str | None:
+    """The guard's reason when the day's newest certification decision held a restatement (None otherwise)."""
+    decisions = platform.ledger.partitions.events(
+        partition=partition, states=(CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS
+    )
+    if not decisions or decisions[-1].state != CERTIFICATION_REFUSED:
+        return None
+    return next((r for r in decisions[-1].detail.get("reasons", []) if r.startswith(RESTATEMENT_HELD)), None)

@@ -27,7 +27,6 @@ import pyarrow as pa
 from ..store.clock import format_ts
 from ..store.ledger.partition_states import (
     BLOCKED_UPSTREAM,
-    CERTIFICATION_REFUSED,
     CERTIFIED,
     RESTATEMENT_PENDING,
     WITHDRAWN,
@@ -36,7 +35,7 @@ from ..store.ledger.partition_states import (
 from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS, TABLES_BY_NAME
 from ..store.warehouse import duckdb_connection
-from .restatements import RESTATEMENT_HELD
+from .restatements import held_reason
 from .slo import SloResult, due_at, latest_results
 
 HELD = "RESTATEMENT_HELD"
@@ -121,16 +120,6 @@ def partition_statuses(platform: Platform, partitions: Sequence[str], now: datet
     return statuses
 
 
-def _held_restatement(platform: Platform, partition: str) -> str | None:
-    """The guard's reason when the day's newest decision held a restatement for its owner."""
-    decisions = platform.ledger.partitions.events(
-        partition=partition, states=(CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS
-    )
-    if not decisions or decisions[-1].state != CERTIFICATION_REFUSED:
-        return None
-    return next((r for r in decisions[-1].detail.get("reasons", []) if r.startswith(RESTATEMENT_HELD)), None)
-
-
 def _state(platform: Platform, partition: str, now: datetime, served_now: dict[str, ServedVersion | None]) -> PartitionStatus:
     assets = [_asset_state(platform, asset, partition, served_now[asset]) for asset in CERTIFIED_ASSETS]
     served = [a for a in assets if a.served]
@@ -142,7 +131,7 @@ def _state(platform: Platform, partition: str, now: datetime, served_now: dict[s
     if len(served) == len(assets):
         version = max(a.served.version for a in served)
         at = max(a.served.certification.recorded_at for a in served)
-        held = _held_restatement(platform, partition)
+        held = held_reason(platform, partition)
         if held:
             return PartitionStatus(partition, HELD, f"serving certified version {version}; {held}", assets)
         if any(a.restatement_pending for a in assets):

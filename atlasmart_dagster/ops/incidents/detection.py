@@ -26,9 +26,10 @@ import dagster as dg
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ...product.lanes import CURRENT, LANE_TAG
 from ...product.pii import redact_for
+from ...product.restatements import RESTATEMENT_HELD
 from ...product.slo import SOURCE_LATE_GRACE, record_undelivered, scheduled_at
 from ...store.clock import format_ts
-from ...store.ledger.partition_states import BLOCKED_UPSTREAM, BUILT
+from ...store.ledger.partition_states import BLOCKED_UPSTREAM, BUILT, CERTIFICATION_REFUSED
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from .incident_records import Incident, IncidentStore
@@ -123,9 +124,32 @@ def _run_failure_signals(platform: Platform, instance: dg.DagsterInstance) -> li
     return signals
 
 
+def _restatement_signals(platform: Platform) -> list[dict[str, Any]]:
+    """A re-send the restatement guard held: certified figures would move beyond tolerance."""
+    signals, seen = [], set()
+    for event in platform.ledger.partitions.events(states=(CERTIFICATION_REFUSED,), assets=CERTIFIED_ASSETS):
+        reason = next((r for r in event.detail.get("reasons", []) if r.startswith(RESTATEMENT_HELD)), None)
+        key = f"restatement:{event.partition}:{event.run_id}"
+        if reason is None or key in seen:
+            continue
+        seen.add(key)
+        served = platform.ledger.partitions.served(event.asset, event.partition)
+        signals.append({
+            "key": key,
+            "kind": "restatement_held",
+            "partition": event.partition,
+            "run_id": event.run_id,
+            "observed": event.controls.to_json() if event.controls else None,
+            "expected": served.certification.controls.to_json() if served and served.certification.controls else None,
+            "detail": f"{event.partition}: {reason}",
+        })
+    return signals
+
+
 def collect_signals(platform: Platform, instance: dg.DagsterInstance | None = None) -> list[dict[str, Any]]:
     now = platform.clock.now()
-    signals = _check_signals(platform) + _slo_signals(platform) + _source_late_signals(platform, now)
+    signals = (_check_signals(platform) + _slo_signals(platform) + _source_late_signals(platform, now)
+               + _restatement_signals(platform))
     if instance is not None:
         signals += _run_failure_signals(platform, instance)
     return signals
@@ -136,6 +160,7 @@ TITLES = {
     "slo_missed": lambda s: f"SLO missed: {s['objective']} for {s['partition']}",
     "source_late": lambda s: f"Source late: {s['partition']} not ready after its 08:00 schedule",
     "run_failed": lambda s: f"Run failed: {s['job']} for {s['partition']}",
+    "restatement_held": lambda s: f"Restatement held: a re-send of {s['partition']} moves certified figures beyond tolerance",
     "consumer_report": lambda s: f"Consumer report: {s['detail'][:80]}",
 }
 

@@ -178,6 +178,14 @@ def _check_failed(signal: dict[str, Any]) -> dict[str, Any]:
                                    "they are held back until corrected", *(figures or (None, None)))
 
 
+def _restatement_held(signal: dict[str, Any]) -> dict[str, Any]:
+    figures = _control_figures(signal.get("observed"), signal.get("expected"))
+    return _item(signal.get("partition"), WRONG,
+                 "the source system re-sent the day with figures far from the published ones; the new figures are "
+                 "held back until the data owner confirms them, and the published figures stay available",
+                 *(figures or (None, None)))
+
+
 def _run_failed(signal: dict[str, Any]) -> dict[str, Any]:
     return _item(signal.get("partition"), UNAVAILABLE, "processing of the day failed")
 
@@ -187,6 +195,7 @@ ITEMS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "slo_missed": _slo_missed,
     "check_failed": _check_failed,
     "run_failed": _run_failed,
+    "restatement_held": _restatement_held,
     # a consumer report is the reporter's own words: it is evidence, not something to broadcast
 }
 

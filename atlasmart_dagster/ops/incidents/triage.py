@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC, SOURCE_CONTRACT_CONFORMS
+from ...product.restatements import held_reason
 from ...product.slo import (
     AVAILABILITY,
     COMPLETENESS,
@@ -37,7 +38,7 @@ from ...product.slo import (
     scheduled_at,
 )
 from ...store.clock import format_ts, minutes_between, parse_ts
-from ...store.ledger.partition_states import BLOCKED_UPSTREAM
+from ...store.ledger.partition_states import BLOCKED_UPSTREAM, CERTIFIED
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from .incident_records import Incident
@@ -126,11 +127,20 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
             for event in blocked:
                 mechanisms[SOURCE].append(f"{partition}: run {event.run_id} blocked upstream at {event.recorded_at}: "
                                           + "; ".join(event.detail.get("problems", [])))
+            first_certified = min((e.recorded_at for e in ledger.partitions.events(
+                partition=partition, states=(CERTIFIED,), assets=CERTIFIED_ASSETS)), default=None)
             for batch in batches:
+                if first_certified is not None and batch["first_seen_at"] > first_certified:
+                    # A re-send of a delivered day is measured against its own delivery, never
+                    # against the day's first schedule (which it always "misses").
+                    continue
                 late = minutes_between(scheduled_at(partition), parse_ts(batch["ready_at"]))
                 if late > SOURCE_LATE_GRACE.total_seconds() / 60:
                     mechanisms[SOURCE].append(
                         f"{partition}: batch {batch['batch_id']} ready_at {batch['ready_at']}, {late:g} min after the schedule")
+            held = held_reason(platform, partition)
+            if held:
+                mechanisms[SOURCE].append(f"{partition}: a re-send of the source moves certified figures: {held}")
             if not batches:
                 mechanisms[SOURCE].append(f"{partition}: no batch of this day has arrived (counts absent); "
                                           f"{due[partition]['detail']}")

@@ -25,6 +25,7 @@ from ...domain.controls import ControlTuple
 from ...product.canonical_controls import verify_partitions
 from ...product.dashboards import DEFAULT_DASHBOARDS, current, governed_values, tile_values
 from ...product.pii import redact_for
+from ...product.restatements import held_reason
 from ...product.run_certification import certify_and_deliver
 from ...product.serving import partition_status
 from ...store.ledger.partition_states import BUILT, CERTIFIED, WITHDRAWN
@@ -457,12 +458,22 @@ def dashboards_match_governed(evidence: VerifyEvidence) -> list[str]:
             for name, report in evidence.golden["dashboards"].items() if not report["matches"]]
 
 
-# Every condition must return nothing for the verification to pass. A further
-# condition (e.g. the owner's decision on a restatement under guard) is one
-# more function of the same shape, added to this tuple.
+def owner_decided_held_restatements(evidence: VerifyEvidence) -> list[str]:
+    """A day whose re-send the restatement guard holds needs its owner's decision (approve, or retire the batch)."""
+    missing = []
+    for day in evidence.incident.partitions:
+        held = held_reason(evidence.platform, day)
+        if held:
+            missing.append(f"{day}: {held}; the data owner must approve the figures (atlasmart restatement approve) "
+                           "or reject them (atlasmart batch retire, then repair)")
+    return missing
+
+
+# Every condition must return nothing for the verification to pass.
 VERIFY_CONDITIONS: tuple[Callable[[VerifyEvidence], list[str]], ...] = (
     repair_run_succeeded,
     repair_checks_passed,
     controls_match_raw,
     dashboards_match_governed,
+    owner_decided_held_restatements,
 )
