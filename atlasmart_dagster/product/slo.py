@@ -33,7 +33,7 @@ from typing import Any
 
 from ..store.clock import format_ts, minutes_between, parse_ts
 from ..store.ledger import Ledger
-from ..store.ledger.partition_states import BUILT
+from ..store.ledger.partition_states import BUILT, CERTIFIED
 from ..store.tables import CERTIFIED_ASSETS
 
 SCHEDULE_HOUR = 8
@@ -193,6 +193,12 @@ def attempted_on_time(ledger: Ledger, partition: str) -> bool:
     )
 
 
+def _certified_before(ledger: Ledger, partition: str, run_id: str) -> bool:
+    """Was the day certified by a run other than ``run_id`` (its first delivery was earlier)?"""
+    return any(e.run_id != run_id for e in ledger.partitions.events(partition=partition, states=(CERTIFIED,),
+                                                                    assets=CERTIFIED_ASSETS))
+
+
 def _delivered(records: list[dict[str, Any]]) -> bool:
     """Was a delivery measured? (An undelivered-availability miss has no run.)"""
     return any(r["run_id"] for r in records)
@@ -211,6 +217,11 @@ def record_first_delivery(ledger: Ledger, partition: str, run_id: str, lane: str
     if _delivered(ledger.slos.records(partition)):
         return []
     if lane == "backfill" and not attempted_on_time(ledger, partition):
+        return []
+    if _certified_before(ledger, partition, run_id):
+        # A reload of a day consumers already had (history loaded by a backfill, then
+        # rerun from the job page) is not its delivery: measuring it would report a
+        # miss of weeks and open an incident for a day that was never late.
         return []
     timeline = timeline_for(ledger, partition, run_id, certified_at)
     results = evaluate(timeline)

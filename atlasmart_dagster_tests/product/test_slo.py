@@ -56,3 +56,14 @@ def test_schedule_and_deadline():
 def test_due_state(now, certified, state, minutes):
     due = due_state("2026-09-21", at(now), certified)
     assert (due["state"], due["minutes"], due["due_at"]) == (state, minutes, "2026-09-22T08:30:00Z")
+
+
+def test_rerunning_a_day_first_delivered_by_a_backfill_is_not_an_slo_event(env):
+    """History loaded in the backfill lane, then re-run from the job page (current lane): no SLO, no miss."""
+    from atlasmart_dagster.ops.runs import run_chain
+
+    day = "2026-09-20"
+    assert run_chain(env.defs, env.instance, env.platform, [day], lane="backfill").certified == [day]
+    again = run_chain(env.defs, env.instance, env.platform, [day], lane="current")
+    assert again.certified == [day]
+    assert env.ledger.slos.records(day) == []  # was: every objective 'missed' by weeks, and an incident
