@@ -217,3 +217,19 @@ def test_a_threshold_refusal_names_the_breach(env):
     failures = " | ".join(run(env).failures)
     assert "stg_order_lines:quality_within_contract_thresholds failed" in failures
     assert "unknown_status in 3 of 3 rows" in failures
+
+
+def test_a_day_of_type_errors_opens_an_incident_triaged_as_a_schema_change(env):
+    from atlasmart_dagster.ops.incidents.detection import detect
+    from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
+    from atlasmart_dagster.ops.incidents.triage import classify
+
+    rows = read_rows(env.day_dir(DAY))
+    for row in rows:
+        row["line_amount_usd"] = "$" + row["line_amount_usd"]
+    write_batch(env.day_dir(DAY), rows)
+    run(env)
+    (incident_id,) = detect(env.platform)
+    triage = classify(env.platform, IncidentStore(env.ledger).get(incident_id))
+    assert triage["verdict"] == "pipeline or schema bug"
+    assert any("schema change" in e for e in triage["evidence"]["pipeline or schema bug"])

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC, SOURCE_CONTRACT_CONFORMS
+from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC, QUALITY_WITHIN_THRESHOLDS, SOURCE_CONTRACT_CONFORMS
 from ...product.restatements import held_reason
 from ...product.slo import (
     AVAILABILITY,
@@ -155,7 +155,11 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
         pipeline_failed = [r for (asset, check), r in latest.items()
                            if r["blocking"] and not r["passed"]]
         for r in pipeline_failed:
-            what = "contract violation" if r["check_name"] == SOURCE_CONTRACT_CONFORMS else "mismatch between layers"
+            what = {
+                SOURCE_CONTRACT_CONFORMS: "contract violation: the source's field layout changed",
+                QUALITY_WITHIN_THRESHOLDS: "the source's values broke the contract's type or value rules in bulk "
+                                           "(a whole column failing its type is a schema change)",
+            }.get(r["check_name"], "mismatch between layers")
             mechanisms[PIPELINE].append(
                 f"{partition}: {r['asset']}:{r['check_name']} failed ({what}); observed {r['observed']}, expected {r['expected']}")
         golden_failed = [r for (asset, check), r in latest.items()
