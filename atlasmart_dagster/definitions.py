@@ -24,6 +24,7 @@ from .defs.assets.staging import stg_order_lines
 from .defs.automation.jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job, reference_job
 from .defs.automation.schedules import daily_sales_schedule
 from .defs.automation.sensors import certification_sensor, landing_manifest_sensor
+from .defs.checks.certification_checks import certification_states
 from .defs.checks.golden_checks import dashboard_golden_checks
 from .defs.checks.reconciliation_checks import (
     agg_matches_fact,
@@ -57,6 +58,7 @@ ASSET_CHECKS = [
     executive_mart_reconciles,
     executive_channel_split_adds_up,
     partition_slos,
+    certification_states,
     dashboard_golden_checks,
 ]
 

@@ -1,10 +1,18 @@
-"""Jobs: the daily chain in the current lane, the same chain in the backfill lane, reference data."""
+"""Jobs: the daily chain, the same chain in the backfill lane, dashboard cross-checks, reference data.
+
+``daily_sales_job`` carries no lane tag on purpose: Dagster copies a job's tags
+onto every run the job makes, including the runs of a backfill launched from
+the job's page, and those must count in the backfill lane. The schedule and
+the sensors tag their requests; an untagged run's lane is derived from what it
+is (``product/lanes.py``).
+"""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from ...product.lanes import BACKFILL, CURRENT, LANE_TAG
+from ...product.lanes import BACKFILL, LANE_TAG
+from ..checks.certification_checks import CERTIFICATION_CHECK_KEYS
 from ..checks.golden_checks import GOLDEN_CHECK_KEYS
 from ..checks.slo_checks import SLO_CHECK_KEYS
 
@@ -19,14 +27,20 @@ DAILY_CHAIN = (
     "mart_executive_revenue",
 )
 
-# SLO checks are measured after certification, not inside the load run.
-daily_sales_chain = dg.AssetSelection.assets(*DAILY_CHAIN) - dg.AssetSelection.checks(*SLO_CHECK_KEYS)
+# SLO results and certification state are known only after the run has been
+# certified (certification_sensor reports them), so the load run leaves them out.
+daily_sales_chain = dg.AssetSelection.assets(*DAILY_CHAIN) - dg.AssetSelection.checks(
+    *SLO_CHECK_KEYS, *CERTIFICATION_CHECK_KEYS
+)
 
 daily_sales_job = dg.define_asset_job(
     "daily_sales_job",
     selection=daily_sales_chain,
-    description="Load one business day end to end in the current lane: raw -> staging -> fact -> agg -> metric -> marts.",
-    tags={LANE_TAG: CURRENT},
+    description=(
+        "Load business days end to end: raw -> staging -> fact -> agg -> metric -> marts. The schedule and "
+        "landing_manifest_sensor run the current day in the current lane; a backfill launched from this page runs "
+        "in the backfill lane (and refuses the current day unless tagged atlasmart/include_current=true)."
+    ),
 )
 
 backfill_sales_job = dg.define_asset_job(

@@ -3,6 +3,7 @@
 The incident sensor lives with the incident workflow (``ops/incidents/incident_sensor.py``).
 """
 
+from datetime import date, timedelta
 
 import dagster as dg
 
@@ -13,6 +14,7 @@ from ...store.landing import parse_manifest
 from ...store.ledger.partition_states import RESTATEMENT_PENDING
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
+from ..checks.certification_checks import report_certification_states
 from ..checks.slo_checks import slo_reporter
 from ..partitions import FIRST_SALES_DATE
 from ..resources import AtlasmartResource
@@ -86,9 +88,51 @@ def plan_manifest_runs(platform: Platform) -> tuple[list[dg.RunRequest], list[st
 )
 def landing_manifest_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):
     requests, skipped = plan_manifest_runs(atlasmart.platform)
+    restated = {r.partition_key for r in requests if RESTATES_BATCH_TAG in r.tags}
+    if restated:  # the days just marked RESTATEMENT_PENDING show it on their certification_state check
+        report_certification_states(context.instance, atlasmart.platform, restated)
     if requests:
         return dg.SensorResult(run_requests=requests)
-    return dg.SkipReason("no new ready batch; " + ("; ".join(skipped[-5:]) if skipped else "landing zone empty"))
+    return dg.SkipReason(skip_reason(atlasmart.platform, skipped))
+
+
+# How many skipped days a skip reason lists (the newest; the count says how many more).
+_SKIPS_LISTED = 5
+
+
+def skip_reason(platform: Platform, skipped: list[str]) -> str:
+    """What the landing zone holds and what the sensor waits for, when it requests nothing.
+
+    E.g. "all 5 landed batches already loaded; waiting for 2026-09-22", then
+    the days skipped and why.
+    """
+    current = current_partition(platform.clock.now())
+    loaded_ids = {b["batch_id"] for b in platform.ledger.batches.list()}
+    partitions = platform.landing.partitions()
+    landed = loaded = 0
+    for partition in partitions:
+        raw = platform.landing.read_manifest_bytes(partition)
+        manifest = parse_manifest(raw, partition)[0] if raw is not None else None
+        if manifest is not None:
+            landed += 1
+            loaded += manifest.batch_id in loaded_ids
+    if not partitions:
+        held = "landing zone empty"
+    elif landed == 0:
+        held = "no landed day has a usable manifest"
+    elif loaded == landed:
+        held = f"all {landed} landed batch{'es' if landed != 1 else ''} already loaded"
+    else:
+        held = f"{loaded} of {landed} landed batches already loaded"
+    # The current day is awaited until one of its batches is loaded; then the next day is.
+    current_loaded = bool(platform.ledger.batches.list(current))
+    waiting = (date.fromisoformat(current) + timedelta(days=1)).isoformat() if current_loaded else current
+    reason = f"{held}; waiting for {waiting}"
+    if skipped:
+        shown = skipped[-_SKIPS_LISTED:]
+        more = f" (and {len(skipped) - len(shown)} more)" if len(skipped) > len(shown) else ""
+        reason += f"; skipped {len(skipped)} day{'s' if len(skipped) != 1 else ''}{more}: " + "; ".join(shown)
+    return reason
 
 
 @dg.run_status_sensor(
@@ -98,8 +142,9 @@ def landing_manifest_sensor(context: dg.SensorEvaluationContext, atlasmart: Atla
     request_job=dashboard_checks_job,
     description=(
         "After a run succeeds, runs the certification gate on every certified asset partition it built "
-        "and records CERTIFIED (or CERTIFICATION_REFUSED with reasons) in the ledger; then requests the "
-        "dashboards' golden cross-checks, whose passing days certify the dashboards."
+        "and records CERTIFIED (or CERTIFICATION_REFUSED with reasons) in the ledger, and shows each day's "
+        "certification state on the assets' certification_state check; then requests the dashboards' golden "
+        "cross-checks, whose passing days certify the dashboards."
     ),
 )
 def certification_sensor(context: dg.RunStatusSensorContext, atlasmart: AtlasmartResource):
@@ -109,6 +154,10 @@ def certification_sensor(context: dg.RunStatusSensorContext, atlasmart: Atlasmar
         run_succeeded=True,
         actor="certification_sensor",
         report_slos=slo_reporter(context.instance),
+    )
+    # Certification state per day where people look: each certified asset's certification_state check.
+    report_certification_states(
+        context.instance, atlasmart.platform, {d.partition for d in decisions if d.asset in CERTIFIED_ASSETS}
     )
     certified = certified_partitions(decisions)
     refused = [d for d in decisions if not d.certified]

@@ -1,18 +1,49 @@
 """SLO checks on the certified marts: per-partition SLO results shown in the Dagster UI.
 
 The figures come from the ledger (see ``product/slo.py``): they are recorded when a
-partition is first delivered, after its run, so the certification gate reports
-them to Dagster as runless check evaluations. Executing the checks in a run
-re-reads the ledger for the run's partitions; a partition not yet certified is
-measured up to now (how late it already is). Never blocking: an SLO miss is
-for people to act on, not a reason to withhold correct data.
+partition is first delivered by the daily load, after its run, so the
+certification paths report them to Dagster as runless check evaluations, one
+per partition. Executing the checks in a run (the UI includes them when the
+chain is selected in the asset graph) re-reads the ledger for the run's
+partitions and reports one evaluation per partition:
+
+* recorded results as they were recorded (a recorded miss fails);
+* the current day awaiting its first delivery: availability measured up to now
+  (fails once the deadline has passed); the other objectives are not measured
+  yet;
+* any other day without recorded results (delivered by a backfill, or not the
+  daily load's first delivery) is *not measured*: passed, WARN, with the
+  reason. It is not an SLO event, so it is never reported as a miss.
+
+In a run the evaluations carry Dagster's ``partition`` field, so they complete
+the per-partition rows Dagster planned. Runless evaluations name their day in
+the metadata only: Dagster 1.13 indexes check executions by (check, run,
+partition) uniquely and runless events share one empty run id, so a second
+runless evaluation of the same day would be refused.
+
+Never blocking: an SLO miss is for people to act on, not a reason to withhold
+correct data.
 """
 
-from typing import Iterable
+from datetime import datetime
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import dagster as dg
 
-from ...product.slo import OBJECTIVES, SloResult, Timeline, evaluate, latest_results, scheduled_at
+from ...product.lanes import current_partition
+from ...product.slo import (
+    AVAILABILITY,
+    OBJECTIVES,
+    TARGETS,
+    UNITS,
+    SloResult,
+    Timeline,
+    evaluate,
+    latest_results,
+    scheduled_at,
+)
+from ...store.platform import Platform
+from ...store.tables import CERTIFIED_ASSETS
 from ..assets.step import Step
 from ..resources import AtlasmartResource
 
@@ -38,6 +69,7 @@ SLO_CHECK_KEYS = [spec.key for spec in SLO_CHECK_SPECS]
 def _metadata(result: SloResult) -> dict:
     return {
         "partition": result.partition,
+        "measured": True,
         "value": result.value if result.value is not None else "n/a",
         "unit": result.unit,
         "target": result.target,
@@ -47,7 +79,8 @@ def _metadata(result: SloResult) -> dict:
     }
 
 
-def slo_check_evaluations(results: Iterable[SloResult]) -> list[dg.AssetCheckEvaluation]:
+def slo_check_evaluations(results: Iterable[SloResult], in_run: bool = False) -> list[dg.AssetCheckEvaluation]:
+    """Evaluations of the SLO checks; ``in_run`` sets Dagster's ``partition`` field (see the module docstring)."""
     return [
         dg.AssetCheckEvaluation(
             asset_key=dg.AssetKey(asset),
@@ -56,14 +89,76 @@ def slo_check_evaluations(results: Iterable[SloResult]) -> list[dg.AssetCheckEva
             severity=dg.AssetCheckSeverity.WARN,
             metadata=_metadata(r),
             description=r.describe(),
+            blocking=False,
+            partition=r.partition if in_run else None,
         )
         for r in results
         for asset in SLO_ASSETS
     ]
 
 
+def not_measured_evaluations(partition: str, objectives: Sequence[str], reason: str) -> list[dg.AssetCheckEvaluation]:
+    """Objectives a day is not measured on: passed with a WARN and the reason, never a miss."""
+    return [
+        dg.AssetCheckEvaluation(
+            asset_key=dg.AssetKey(asset),
+            check_name=slo_check_name(objective),
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "partition": partition,
+                "measured": False,
+                "not_measured_reason": reason,
+                "value": "n/a",
+                "unit": UNITS[objective],
+                "target": TARGETS[objective],
+            },
+            description=f"{objective} not measured for {partition}: {reason}",
+            blocking=False,
+            partition=partition,  # only ever evaluated in a run
+        )
+        for objective in objectives
+        for asset in SLO_ASSETS
+    ]
+
+
+def partition_slo_evaluations(platform: Platform, partition: str, now: datetime) -> list[dg.AssetCheckEvaluation]:
+    """Where one day stands against its SLOs at ``now``, as evaluations of the marts' SLO checks."""
+    recorded = latest_results(platform.ledger, partition)
+    if recorded:
+        unrecorded = [o for o in OBJECTIVES if o not in {r.objective for r in recorded}]
+        if unrecorded and all(r.objective == AVAILABILITY for r in recorded):
+            # only the undelivered-availability miss is recorded; the rest waits for the delivery
+            reason = "not delivered yet; measured on the day's first delivery"
+        else:
+            reason = "not measurable for this delivery"
+        return slo_check_evaluations(recorded, in_run=True) + not_measured_evaluations(partition, unrecorded, reason)
+    served = [platform.ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS]
+    delivered = all(served)
+    if partition == current_partition(now) and not delivered:
+        # Awaiting its first delivery: how late it already is, measured up to now.
+        timeline = Timeline(partition, None, scheduled_at(partition), None, None, now, None, None)
+        availability = [r for r in evaluate(timeline) if r.objective == AVAILABILITY]
+        others = [o for o in OBJECTIVES if o != AVAILABILITY]
+        return slo_check_evaluations(availability, in_run=True) + not_measured_evaluations(
+            partition, others, "not delivered yet; measured on the day's first delivery"
+        )
+    if delivered:
+        lanes = sorted({s.certification.lane or "unknown" for s in served})
+        reason = (
+            f"delivered by a backfill (certified from a {'/'.join(lanes)}-lane run), not the daily load's "
+            "first delivery: not an SLO event"
+        )
+    else:
+        reason = (
+            "not delivered, and not the current day awaiting its first delivery: not an SLO event "
+            "(a day the daily load owes and misses is recorded as a miss by incident detection)"
+        )
+    return not_measured_evaluations(partition, OBJECTIVES, reason)
+
+
 def report_slo_checks(instance: dg.DagsterInstance, results: Iterable[SloResult]) -> None:
-    """Show SLO results as evaluations of the marts' SLO checks in the Dagster UI."""
+    """Show SLO results as evaluations of the marts' SLO checks in the Dagster UI (the day in the metadata)."""
     for evaluation in slo_check_evaluations(results):
         instance.report_runless_asset_event(evaluation)
 
@@ -73,28 +168,36 @@ def slo_reporter(instance: dg.DagsterInstance | None):
     return None if instance is None else (lambda results: report_slo_checks(instance, results))
 
 
-@dg.multi_asset_check(specs=SLO_CHECK_SPECS, name="partition_slos")
+def partitioned_check_events(
+    output_names: Mapping[dg.AssetCheckKey, str],
+    selected: Iterable[dg.AssetCheckKey],
+    evaluations: Iterable[dg.AssetCheckEvaluation],
+) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
+    """What a check step yields to report one evaluation per partition.
+
+    An ``AssetCheckResult`` carries no partition, and in a range run Dagster
+    records it without one, while it planned the check once per partition of
+    the run: every planned partition would stay "Skipped" in the check's
+    history. So the step yields each check's output (what an
+    ``AssetCheckResult`` yields for it) and then its per-partition evaluations,
+    which complete the planned rows.
+    """
+    by_key: dict[dg.AssetCheckKey, list[dg.AssetCheckEvaluation]] = {}
+    for evaluation in evaluations:
+        by_key.setdefault(evaluation.asset_check_key, []).append(evaluation)
+    for key in sorted(selected, key=lambda k: (k.asset_key.to_user_string(), k.name)):
+        yield dg.Output(None, output_name=output_names[key])
+        yield from by_key.get(key, [])
+
+
+@dg.multi_asset_check(
+    specs=SLO_CHECK_SPECS,
+    name="partition_slos",
+    description="Per-partition SLOs of the marts' daily delivery, as recorded in the ledger (never blocking).",
+)
 def partition_slos(context: dg.AssetCheckExecutionContext, atlasmart: AtlasmartResource):
     step = Step(context, atlasmart, SLO_ASSETS[0])
     now = step.now()
-    by_objective: dict[str, list[SloResult]] = {o: [] for o in OBJECTIVES}
-    for partition in step.partitions:
-        results = latest_results(step.ledger, partition)
-        if not results:  # not delivered yet: how it stands now
-            results = evaluate(Timeline(partition, None, scheduled_at(partition), None, None, now, None, None))
-        for r in results:
-            by_objective[r.objective].append(r)
-    for asset in SLO_ASSETS:
-        for objective, results in by_objective.items():
-            missed = [r for r in results if not r.met]
-            yield dg.AssetCheckResult(
-                asset_key=dg.AssetKey(asset),
-                check_name=slo_check_name(objective),
-                passed=not missed,
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata={
-                    "partitions": len(results),
-                    "results": dg.MetadataValue.json({r.partition: r.to_json() for r in results[:20]}),
-                    "missed": ", ".join(f"{r.partition}: {r.describe()}" for r in missed[:10]) or "none",
-                },
-            )
+    evaluations = [e for partition in step.partitions for e in partition_slo_evaluations(step.platform, partition, now)]
+    output_names = {spec.key: spec.get_python_identifier() for spec in SLO_CHECK_SPECS}
+    yield from partitioned_check_events(output_names, context.selected_asset_check_keys, evaluations)

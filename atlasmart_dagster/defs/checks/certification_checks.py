@@ -1,0 +1,169 @@
+"""Certification state in the Dagster UI: what consumers are served, per certified asset and day.
+
+Each certified asset (``store/tables.py`` ``CERTIFIED_ASSETS``) has a
+non-blocking check ``certification_state``. Whenever a certification path has
+decided days it calls ``report_certification_states``, which reports one
+evaluation per asset and day as a runless event, so the asset's *Checks* tab
+lists, day by day, ``CERTIFIED vN``, ``RESTATEMENT_PENDING``,
+``RESTATEMENT_HELD``, ``DELAYED`` (and why), ``WITHDRAWN`` or ``PENDING``, with
+the served version, when it was certified and its fingerprint
+(``product/serving.py`` ``partition_statuses``). An evaluation passes when
+consumers are served a certified version of the day.
+
+Runless evaluations name their day in the metadata (``partition``) and the
+description, not in Dagster's ``partition`` field: Dagster 1.13 keeps one
+row per (check, run, partition) in its check-execution index, and every
+runless event has the same empty run id, so a second runless evaluation of
+the same day (the day's next state) would be refused by a unique constraint.
+
+The check is also executable, because Dagster only lists checks it has
+definitions for. The load jobs leave it out; when the chain is launched from
+the asset graph it runs inside the load run, before certification has decided
+anything, so a day that run built reports ``AWAITING_CERTIFICATION`` (passed,
+WARN) instead of a failure. Executed in a run it reports one evaluation per
+partition of the run (with Dagster's ``partition`` set: run ids are unique).
+"""
+
+from typing import Iterable, Sequence
+
+import dagster as dg
+
+from ...product.serving import HELD, AssetState, PartitionStatus, partition_statuses
+from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
+from ...store.platform import Platform
+from ...store.tables import CERTIFIED_ASSETS
+from ..assets.step import Step
+from ..resources import AtlasmartResource
+from .slo_checks import partitioned_check_events
+
+CERTIFICATION_STATE = "certification_state"
+AWAITING_CERTIFICATION = "AWAITING_CERTIFICATION"
+DELAYED = "DELAYED"
+# Day states in which consumers are served a certified version.
+SERVED_STATES = (CERTIFIED, RESTATEMENT_PENDING, HELD)
+# Day states in which consumers are served nothing they should use.
+ERROR_STATES = (DELAYED, WITHDRAWN)
+
+CERTIFICATION_SPECS = [
+    dg.AssetCheckSpec(
+        CERTIFICATION_STATE,
+        asset=asset,
+        description=(
+            "What consumers are served for each day: CERTIFIED vN, RESTATEMENT_PENDING, RESTATEMENT_HELD, "
+            "DELAYED (and why), WITHDRAWN or PENDING. Reported per partition when certification decides a day; "
+            "passes when the day is served certified. Never blocking."
+        ),
+        blocking=False,
+    )
+    for asset in CERTIFIED_ASSETS
+]
+CERTIFICATION_CHECK_KEYS = [spec.key for spec in CERTIFICATION_SPECS]
+
+
+def _last_refusal(platform: Platform, asset_state: AssetState, partition: str) -> str | None:
+    """Why the newest build of the day was refused, if that refusal is newer than the served certification."""
+    served_id = asset_state.served.certification.id if asset_state.served else 0
+    refusals = platform.ledger.partitions.events(
+        asset=asset_state.asset, partition=partition, states=(CERTIFICATION_REFUSED,)
+    )
+    newer = [e for e in refusals if e.id > served_id]
+    return newer[-1].reason if newer else None
+
+
+def state_evaluation(
+    platform: Platform,
+    status: PartitionStatus,
+    asset_state: AssetState,
+    awaiting_run: str | None = None,
+    in_run: bool = False,
+) -> dg.AssetCheckEvaluation:
+    """The ``certification_state`` evaluation of one asset for one day.
+
+    ``awaiting_run`` names a run that built the day and whose certification
+    has not been decided yet (the check running inside that run). ``in_run``
+    sets Dagster's ``partition`` field (see the module docstring).
+    """
+    served = asset_state.served
+    cert = served.certification if served else None
+    passed = served is not None and status.state in SERVED_STATES
+    state = status.state
+    label = f"{state} v{served.version}" if passed and state == CERTIFIED else state
+    if passed and state != CERTIFIED:
+        label = f"{state} (serving v{served.version})"
+    detail = status.detail
+    refused = None if passed else _last_refusal(platform, asset_state, status.partition)
+    if refused:
+        detail = f"{detail}; certification refused: {refused}"
+    metadata = {
+        "partition": status.partition,
+        "state": state,
+        "version": served.version if served else dg.MetadataValue.null(),
+        "certified_at": cert.recorded_at if cert else dg.MetadataValue.null(),
+        "fingerprint": cert.fingerprint if cert and cert.fingerprint else dg.MetadataValue.null(),
+        "snapshot_id": cert.snapshot_id if cert and cert.snapshot_id is not None else dg.MetadataValue.null(),
+        "certified_by_run": cert.run_id if cert and cert.run_id else dg.MetadataValue.null(),
+        "reason": detail,
+    }
+    severity = dg.AssetCheckSeverity.ERROR if (not passed and state in ERROR_STATES) else dg.AssetCheckSeverity.WARN
+    description = f"{status.partition} {label}: {detail}"
+    if awaiting_run is not None and not passed:
+        # Certification is decided after the run: not a failure (yet).
+        passed, severity = True, dg.AssetCheckSeverity.WARN
+        metadata.update({"state": AWAITING_CERTIFICATION, "served_state": state, "awaiting_certification_of_run": awaiting_run})
+        description = (
+            f"{status.partition} {AWAITING_CERTIFICATION}: built by run {awaiting_run}; certification decides after "
+            f"the run and reports the state here. Consumers now: {label}: {detail}"
+        )
+    return dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey(asset_state.asset),
+        check_name=CERTIFICATION_STATE,
+        passed=passed,
+        severity=severity,
+        metadata=metadata,
+        description=description,
+        blocking=False,
+        partition=status.partition if in_run else None,
+    )
+
+
+def certification_evaluations(
+    platform: Platform,
+    partitions: Iterable[str],
+    assets: Sequence[str] = CERTIFIED_ASSETS,
+    awaiting: dict[tuple[str, str], str] | None = None,
+    in_run: bool = False,
+) -> list[dg.AssetCheckEvaluation]:
+    """``certification_state`` evaluations of ``assets`` for each of ``partitions`` as things stand now."""
+    awaiting = awaiting or {}
+    return [
+        state_evaluation(platform, status, asset_state, awaiting.get((asset_state.asset, status.partition)), in_run)
+        for status in partition_statuses(platform, sorted(set(partitions)))
+        for asset_state in status.assets
+        if asset_state.asset in assets
+    ]
+
+
+def report_certification_states(
+    instance: dg.DagsterInstance, platform: Platform, partitions: Iterable[str]
+) -> list[dg.AssetCheckEvaluation]:
+    """Report each certified asset's state for each of ``partitions`` to the Dagster UI (runless events)."""
+    evaluations = certification_evaluations(platform, partitions)
+    for evaluation in evaluations:
+        instance.report_runless_asset_event(evaluation)
+    return evaluations
+
+
+@dg.multi_asset_check(
+    specs=CERTIFICATION_SPECS,
+    name="certification_states",
+    can_subset=True,
+    description="What consumers are served for each day of the run, per certified asset (never blocking).",
+)
+def certification_states(context: dg.AssetCheckExecutionContext, atlasmart: AtlasmartResource):
+    step = Step(context, atlasmart, CERTIFICATION_STATE)
+    assets = sorted({k.asset_key.to_user_string() for k in context.selected_asset_check_keys})
+    built_here = step.ledger.partitions.events(run_id=step.run_id, states=(BUILT,), assets=assets)
+    awaiting = {(e.asset, e.partition): step.run_id for e in built_here}
+    evaluations = certification_evaluations(step.platform, step.partitions, assets, awaiting, in_run=True)
+    output_names = {spec.key: spec.get_python_identifier() for spec in CERTIFICATION_SPECS}
+    yield from partitioned_check_events(output_names, context.selected_asset_check_keys, evaluations)

@@ -1,0 +1,87 @@
+"""Certification state per partition on each certified asset's certification_state check."""
+
+import dagster as dg
+
+from atlasmart_dagster.defs.automation.sensors import landing_manifest_sensor
+from atlasmart_dagster.defs.checks.certification_checks import CERTIFICATION_STATE, report_certification_states
+from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.store.clock import LogicalClock
+from atlasmart_dagster.store.tables import CERTIFIED_ASSETS
+from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.defs.checks.graph_runs import (
+    certify_via_sensor,
+    check_history,
+    evaluations,
+    graph_backfill,
+)
+from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
+
+DAY = "2026-09-20"
+
+
+def _latest(env: Env, asset: str, partition: str) -> dg.AssetCheckEvaluation:
+    """The newest evaluation of the asset's certification_state check for ``partition`` (in a run or runless)."""
+    evaluations = [r.event.dagster_event.asset_check_evaluation_data for r in check_history(env, asset, CERTIFICATION_STATE)]
+    for_day = [e for e in evaluations if e.metadata["partition"].value == partition]
+    assert for_day, f"no {CERTIFICATION_STATE} evaluation of {asset} for {partition}"
+    return for_day[0]
+
+
+def test_certifying_a_day_reports_certified_v1_for_that_partition(tmp_path):
+    env = Env(tmp_path)
+    outcome = run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill", certify=False)
+    certify_via_sensor(env, outcome.run_id)
+    for asset in CERTIFIED_ASSETS:
+        evaluation = _latest(env, asset, DAY)
+        served = env.ledger.partitions.served(asset, DAY).certification
+        assert evaluation.passed, evaluation.description
+        assert evaluation.metadata["state"].value == "CERTIFIED"
+        assert evaluation.metadata["version"].value == 1
+        assert evaluation.metadata["fingerprint"].value == served.fingerprint
+        assert evaluation.metadata["certified_at"].value == served.recorded_at
+        assert evaluation.description.startswith(f"{DAY} CERTIFIED v1")
+
+
+def test_a_delayed_day_reports_failed_with_the_reason(tmp_path):
+    env = Env(tmp_path, clock="logical")
+    LogicalClock(env.home / "clock.json").set("2026-09-21T09:00:00Z")  # 2026-09-20 is current and overdue
+    (env.day_dir(DAY) / "_manifest.json").unlink()
+    assert not run_chain(env.defs, env.instance, env.platform, [DAY], lane="current").success  # blocked upstream
+
+    reported = report_certification_states(env.instance, env.platform, [DAY])
+    assert {e.asset_key.to_user_string() for e in reported} == set(CERTIFIED_ASSETS)
+    evaluation = _latest(env, "mart_finance_daily_sales", DAY)
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    assert evaluation.metadata["state"].value == "DELAYED"
+    assert "blocked upstream" in evaluation.metadata["reason"].value
+    assert evaluation.description.startswith(f"{DAY} DELAYED: blocked upstream")
+
+
+def test_running_the_chain_from_the_asset_graph_adds_no_false_certification_failure(tmp_path):
+    env = Env(tmp_path)
+    run = graph_backfill(env, [DAY])
+    in_run = evaluations(run, CERTIFICATION_STATE)
+    assert sorted(e.asset_key.to_user_string() for e in in_run) == sorted(CERTIFIED_ASSETS)
+    for e in in_run:  # built by this run, not decided yet: awaiting, not failed
+        assert e.passed and e.partition == DAY, e.description
+        assert e.metadata["state"].value == "AWAITING_CERTIFICATION"
+    certify_via_sensor(env, run.run_id)
+    assert _latest(env, "mart_executive_revenue", DAY).metadata["state"].value == "CERTIFIED"
+
+
+def test_a_new_batch_for_a_certified_day_shows_restatement_pending_while_v1_is_served(tmp_path):
+    env = Env(tmp_path, clock="logical")
+    LogicalClock(env.home / "clock.json").set("2026-09-23T10:00:00Z")
+    outcome = run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill", certify=False)
+    certify_via_sensor(env, outcome.run_id)
+    assert _latest(env, "metric_gross_revenue", DAY).metadata["state"].value == "CERTIFIED"
+    rows = read_rows(env.day_dir(DAY))
+    correction = {**rows[2], "source_seq": 209, "quantity": 2, "line_amount_usd": "100.00", "line_cost_usd": "60.00"}
+    write_batch(env.day_dir(DAY), [correction], batch_id="ERP-20260920-02", ready_at="2026-09-23T09:30:00Z")
+
+    for _ in range(2):  # the day's next state, reported again on the next tick: Dagster must accept both
+        landing_manifest_sensor(dg.build_sensor_context(instance=env.instance, resources={"atlasmart": env.resource}))
+    evaluation = _latest(env, "metric_gross_revenue", DAY)
+    assert evaluation.metadata["state"].value == "RESTATEMENT_PENDING"
+    assert evaluation.passed and evaluation.metadata["version"].value == 1  # consumers keep v1 meanwhile
+    assert evaluation.description.startswith(f"{DAY} RESTATEMENT_PENDING (serving v1)")

@@ -1,0 +1,62 @@
+"""SLO checks never report a miss for a day that is not an SLO event; real misses still fail."""
+
+import dagster as dg
+
+from atlasmart_dagster.defs.checks.slo_checks import SLO_CHECK_KEYS
+from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.store.clock import LogicalClock
+from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.defs.checks.graph_runs import (
+    certify_via_sensor,
+    check_history,
+    check_only_run,
+    evaluations,
+    graph_backfill,
+)
+
+DAYS = ["2026-09-18", "2026-09-19"]
+
+
+def test_an_asset_graph_backfill_reports_certified_history_days_as_not_measured_never_missed(tmp_path):
+    env = Env(tmp_path)  # system clock: the sample days are history
+    certify_via_sensor(env, graph_backfill(env, DAYS, "uigraph1").run_id)
+    assert all(env.ledger.partitions.served("mart_finance_daily_sales", d) for d in DAYS)
+    assert not any(env.ledger.slos.records(d) for d in DAYS)  # delivered by a backfill: no SLO results
+
+    second = graph_backfill(env, DAYS, "uigraph2")  # the finding: complete, certified days re-run with their checks
+    slo = evaluations(second, "slo_")
+    assert [e.description for e in slo if not e.passed] == []
+    assert len(slo) == len(SLO_CHECK_KEYS) * len(DAYS)  # one per check and day
+    assert sorted({e.partition for e in slo}) == DAYS
+    for e in slo:
+        assert e.passed and e.severity == dg.AssetCheckSeverity.WARN, e.description
+        assert e.metadata["measured"].value is False
+        assert "delivered by a backfill" in e.metadata["not_measured_reason"].value
+        assert "not measured" in e.description and "MISSED" not in e.description
+
+
+def test_slo_check_history_holds_one_evaluation_per_planned_partition_and_nothing_skipped(tmp_path):
+    env = Env(tmp_path)
+    run = graph_backfill(env, DAYS)
+    for key in SLO_CHECK_KEYS:
+        records = [r for r in check_history(env, key.asset_key.to_user_string(), key.name) if r.run_id == run.run_id]
+        assert sorted(r.partition for r in records) == DAYS, key  # no unpartitioned extra row
+        assert {r.status.value for r in records} == {"SUCCEEDED"}, key  # none left PLANNED (shown as Skipped)
+
+
+def test_the_current_day_past_its_deadline_and_recorded_misses_still_fail(tmp_path):
+    env = Env(tmp_path, clock="logical")
+    LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")  # 2026-09-21 was due at 08:30
+    day = "2026-09-21"
+
+    undelivered = {(e.asset_key.to_user_string(), e.check_name): e for e in evaluations(check_only_run(env, day, SLO_CHECK_KEYS), "slo_")}
+    late = undelivered[("mart_finance_daily_sales", "slo_availability")]
+    assert not late.passed and "MISSED by 30 min" in late.description and late.partition == day
+    waiting = undelivered[("mart_finance_daily_sales", "slo_freshness")]
+    assert waiting.passed and waiting.metadata["measured"].value is False  # not measurable before delivery
+
+    assert run_chain(env.defs, env.instance, env.platform, [day], lane="current").certified == [day]
+    delivered = {(e.asset_key.to_user_string(), e.check_name): e for e in evaluations(check_only_run(env, day, SLO_CHECK_KEYS), "slo_")}
+    recorded = delivered[("mart_executive_revenue", "slo_availability")]
+    assert not recorded.passed and "MISSED" in recorded.description and recorded.metadata["measured"].value is True
+    assert delivered[("mart_executive_revenue", "slo_completeness")].passed
