@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..defs.checks.certification_checks import report_certification_states
 from ..defs.checks.slo_checks import slo_reporter
 from ..errors import AtlasmartError
 from ..product.batch_lifecycle import REINSTATED, RETIRED, decide, retired_batches
@@ -97,6 +98,7 @@ def cmd_restatement_approve(args: argparse.Namespace, ctx: CliContext) -> int:
                                    platform.clock.now(), args.incident)
     decisions = certify_and_deliver(platform, held_builds(platform, args.partition), True,
                                     f"{args.by} (restatement approved)", slo_reporter(ctx.instance))
+    report_certification_states(ctx.instance, platform, [args.partition])
     certified = all(d.certified for d in decisions) and bool(decisions)
     if ctx.as_json:
         print_json({"partition": args.partition, "approved_controls": controls.to_json(),

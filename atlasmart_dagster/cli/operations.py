@@ -6,6 +6,8 @@ import argparse
 import time
 
 from ..defs.automation.jobs import DAILY_CHAIN
+from ..defs.checks.certification_checks import report_certification_states
+from ..defs.checks.slo_checks import slo_reporter
 from ..errors import AtlasmartError, UsageError
 from ..ops.backfills import BackfillRequest, run_backfill, submit_to_daemon
 from ..product.run_certification import certify_run
@@ -22,7 +24,8 @@ def cmd_certify(args: argparse.Namespace, ctx: CliContext) -> int:
             "check the run id, and that DAGSTER_HOME names the instance the run was launched on"
         )
     succeeded = record.dagster_run.status.value == "SUCCESS"
-    decisions = certify_run(ctx.platform, args.run, succeeded, actor=args.actor)
+    decisions = certify_run(ctx.platform, args.run, succeeded, actor=args.actor, report_slos=slo_reporter(ctx.instance))
+    report_certification_states(ctx.instance, ctx.platform, sorted({d.partition for d in decisions}))
     if ctx.as_json:
         print_json([d.to_json() for d in decisions])
     else:

@@ -23,6 +23,7 @@ import dagster as dg
 from ..definitions import build_definitions
 from ..defs.automation.schedules import daily_sales_schedule
 from ..defs.automation.sensors import plan_manifest_runs
+from ..defs.checks.certification_checks import report_certification_states
 from ..defs.checks.slo_checks import slo_reporter
 from ..defs.resources import AtlasmartResource
 from ..ops.runs import RunOutcome, run_chain
@@ -138,6 +139,7 @@ class DrillWorld:
 
     def certify(self, outcome: RunOutcome, actor: str = "certification_sensor"):
         decisions = certify_run(self.platform, outcome.run_id, outcome.success, actor=actor, report_slos=slo_reporter(self.instance))
+        report_certification_states(self.instance, self.platform, outcome.partitions)
         outcome.decisions = decisions
         return decisions
 

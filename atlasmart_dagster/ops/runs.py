@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 import dagster as dg
 
 from ..defs.automation.jobs import backfill_sales_job, daily_sales_job
+from ..defs.checks.certification_checks import CERTIFICATION_CHECK_KEYS, report_certification_states
 from ..defs.checks.slo_checks import SLO_CHECK_KEYS, slo_reporter
 from ..defs.partitions import range_tags
 from ..domain.check_names import SOURCE_CONTRACT_CONFORMS
@@ -108,10 +109,11 @@ def console_config(log_level: str | None) -> dict:
 
 
 def subset_job(defs: dg.Definitions, job: dg.JobDefinition, assets: Sequence[dg.AssetKey]) -> dg.JobDefinition:
-    """The job narrowed to ``assets`` with their checks, except the SLO checks (measured after the run)."""
+    """The job narrowed to ``assets`` with their checks, except the SLO and certification-state checks (after the run)."""
     keys = set(assets)
+    after_the_run = set(SLO_CHECK_KEYS) | set(CERTIFICATION_CHECK_KEYS)
     checks = {
-        k for k in defs.resolve_asset_graph().asset_check_keys if k.asset_key in keys and k not in SLO_CHECK_KEYS
+        k for k in defs.resolve_asset_graph().asset_check_keys if k.asset_key in keys and k not in after_the_run
     }
     return job.get_subset(asset_selection=keys, asset_check_selection=checks)
 
@@ -178,6 +180,7 @@ def run_chain(
     )
     if certify:
         outcome.decisions = certify_run(platform, result.run_id, result.success, actor="atlasmart", report_slos=slo_reporter(instance))
+        report_certification_states(instance, platform, partitions)
     return outcome
 
 

@@ -92,7 +92,7 @@ class Step:
         self.asset = asset
         self.tags = dict(context.run.tags)
         self.run_id = context.run.run_id
-        self.lane = lane_of(self.tags)
+        self.lane = lane_of(self.tags, self.platform.clock.now())
         self.partitions = self._partitions()
         self._batch_ids: dict[str, list[str]] = {}
         retry = getattr(context, "retry_number", 0)

@@ -24,7 +24,7 @@ from typing import Any
 import dagster as dg
 
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
-from ...product.lanes import CURRENT, LANE_TAG
+from ...product.lanes import CURRENT, MANUAL, lane_of
 from ...product.pii import redact_for
 from ...product.restatements import RESTATEMENT_HELD
 from ...product.slo import SOURCE_LATE_GRACE, record_undelivered, scheduled_at
@@ -110,7 +110,7 @@ def _run_failure_signals(platform: Platform, instance: dg.DagsterInstance) -> li
     signals = []
     for record in instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE])):
         run = record.dagster_run
-        if run.run_id in blocked_runs or LANE_TAG not in run.tags:
+        if run.run_id in blocked_runs or lane_of(run.tags, platform.clock.now()) == MANUAL:
             continue
         partition = run.tags.get("dagster/partition") or run.tags.get("dagster/asset_partition_range_start")
         signals.append({

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import dagster as dg
 
+from ...defs.checks.certification_checks import report_certification_states
 from ...defs.checks.slo_checks import slo_reporter
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ...domain.controls import ControlTuple
@@ -132,6 +133,8 @@ class IncidentWorkflow:
         self.store.append(incident_id, now, actor, "containment",
                           f"contained: {len(withdrawn)} certifications withdrawn; {held}", data=data)
         self.store.advance(self.get(incident_id), CONTAINED, now, actor, "contained")
+        if self.instance is not None:
+            report_certification_states(self.instance, self.platform, partitions)
         return data
 
     def _authorise(self, actor: str, permission: str, action: str) -> None:
@@ -238,6 +241,8 @@ class IncidentWorkflow:
                     self.platform.ledger.holds.release(hold["id"], actor, f"{incident_id} verified", self._now())
             builds = _uncertified_builds(self.platform, partitions)
             decisions = certify_and_deliver(self.platform, builds, True, f"{actor} (verification)", slo_reporter(self.instance))
+            if self.instance is not None:
+                report_certification_states(self.instance, self.platform, partitions)
             if golden and self.instance is not None:
                 decisions += self._recheck_dashboards(actor)
             data["recertified"] = sorted({(d.asset, d.partition) for d in decisions if d.certified})

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ...product.lanes import LANE_TAG
+from ...product.lanes import lane_of
 from ...product.pii import redact
 from ...store.home import AtlasmartHome
 
@@ -44,7 +44,7 @@ class JsonLogFormatter(logging.Formatter):
             "job": meta.get("job_name"),
             "step": meta.get("step_key"),
             "partition": _partition(tags),
-            "lane": tags.get(LANE_TAG),
+            "lane": lane_of(tags),
             "event_type": getattr(event, "event_type_value", None) if event else None,
         }
         message = meta.get("orig_message", record.getMessage())
