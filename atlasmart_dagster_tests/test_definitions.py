@@ -18,7 +18,7 @@ def test_code_location_loads_without_warnings():
 
     probe = (
         "import warnings; warnings.simplefilter('always'); import atlasmart_dagster as m; "
-        "d = m.defs; d.resolve_asset_graph(); [d.resolve_job_def(j) for j in ('daily_sales_job','backfill_sales_job')]"
+        "d = m.code_location; d.resolve_asset_graph(); [d.resolve_job_def(j) for j in ('daily_sales_job','backfill_sales_job')]"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -69,3 +69,18 @@ def test_metric_contract_is_shown_as_metadata():
     spec = next(s for s in defs.resolve_all_asset_specs() if s.key.to_user_string() == "metric_gross_revenue")
     definition = spec.metadata["metric_definition"].value
     assert {"measure", "filters", "grain", "version"} <= set(definition)
+
+
+def test_the_package_exposes_exactly_one_definitions_for_dagster_m_atlasmart_dagster():
+    """`dagster ... -m atlasmart_dagster` collects the Definitions among the package's members.
+
+    The ``defs/`` folder is the package attribute ``defs`` once any of its
+    modules is imported, so the code location is exposed under another name.
+    """
+    import inspect
+
+    import atlasmart_dagster
+    import atlasmart_dagster.defs.partitions  # noqa: F401  (as any import of the folder does)
+
+    found = [value for _, value in inspect.getmembers(atlasmart_dagster) if isinstance(value, dg.Definitions)]
+    assert len(found) == 1 and found[0] is defs
