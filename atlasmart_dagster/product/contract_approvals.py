@@ -40,6 +40,18 @@ CONTRACT_APPROVALS = LedgerTable(
 )
 
 
+def _owned_contract(version: str, owner: str, approved_by: str, reason: str) -> SourceContract:
+    """The contract ``version``, if ``owner`` owns it and the approval names a person and a reason."""
+    contract = CONTRACTS.get(version)
+    if contract is None:
+        raise ContractViolation(f"contract {version!r} is unknown (known: {', '.join(CONTRACTS)})")
+    if owner != contract.owner:
+        raise ContractViolation(f"contract {version} is owned by {contract.owner!r}; {owner!r} cannot approve it")
+    if not approved_by.strip() or not reason.strip():
+        raise ContractViolation("an approval needs the approving person and a reason")
+    return contract
+
+
 def approve(
     ledger: Ledger,
     batch_id: str,
@@ -51,13 +63,7 @@ def approve(
     at: datetime,
     incident_id: str | None = None,
 ) -> int:
-    contract = CONTRACTS.get(version)
-    if contract is None:
-        raise ContractViolation(f"contract {version!r} is unknown (known: {', '.join(CONTRACTS)})")
-    if owner != contract.owner:
-        raise ContractViolation(f"contract {version} is owned by {contract.owner!r}; {owner!r} cannot approve it")
-    if not approved_by.strip() or not reason.strip():
-        raise ContractViolation("an approval needs the approving person and a reason")
+    _owned_contract(version, owner, approved_by, reason)
     return ledger.engine.append(
         CONTRACT_APPROVALS,
         {
@@ -103,13 +109,7 @@ def approve_mapping(
     incident_id: str | None = None,
 ) -> int:
     """Read ``batch_id`` with ``base_version`` plus ``renames`` (source field -> canonical field)."""
-    base = CONTRACTS.get(base_version)
-    if base is None:
-        raise ContractViolation(f"contract {base_version!r} is unknown (known: {', '.join(CONTRACTS)})")
-    if owner != base.owner:
-        raise ContractViolation(f"contract {base_version} is owned by {base.owner!r}; {owner!r} cannot approve a mapping")
-    if not approved_by.strip() or not reason.strip():
-        raise ContractViolation("a mapping needs the approving person and a reason")
+    _owned_contract(base_version, owner, approved_by, reason)
     if not renames:
         raise ContractViolation("a mapping needs at least one rename (source=canonical)")
     unknown = sorted(c for c in renames.values() if c not in CANONICAL_NAMES)
