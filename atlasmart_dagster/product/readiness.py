@@ -114,14 +114,6 @@ def _stored_batch_view(
     return ReadyBatch(stored, manifest, contract, fields, newly_landed=False)
 
 
-def _landed_batch_id(manifest_bytes: bytes) -> str | None:
-    try:
-        data = json.loads(manifest_bytes)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return data.get("batch_id") if isinstance(data, dict) else None
-
-
 def prepare_partition(
     platform: Platform,
     partition: str,
@@ -138,14 +130,15 @@ def prepare_partition(
     landing = platform.landing
     retired = retired_batches(platform.ledger, partition)
     manifest_bytes = landing.read_manifest_bytes(partition)
-    landed_retired = _landed_batch_id(manifest_bytes) in retired if manifest_bytes is not None else False
+    manifest, problems = parse_manifest(manifest_bytes, partition) if manifest_bytes is not None else (None, [])
+    landed_retired = manifest is not None and manifest.batch_id in retired
     if manifest_bytes is None or landed_retired:
         stored = [s for s in platform.raw_store.batches(partition) if s.batch_id not in retired]
         if stored:
             views = tuple(_stored_batch_view(platform, s, contract_for, con) for s in stored)
             return PartitionSource(partition, views, replayed_from_raw_store=True)
         if landed_retired:
-            batch_id = _landed_batch_id(manifest_bytes)
+            batch_id = manifest.batch_id
             why = retired[batch_id]
             raise SourceNotReady(partition, [
                 f"the landed batch {batch_id} was retired by {why.actor} ({why.reason}) and no other batch of the day "
@@ -162,7 +155,6 @@ def prepare_partition(
             )
         raise SourceNotReady(partition, [problem])
 
-    manifest, problems = parse_manifest(manifest_bytes, partition)
     if manifest is None:
         raise SourceNotReady(partition, problems)
     if manifest.ready_at > now:

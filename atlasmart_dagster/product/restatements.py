@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Sequence
 
 from ..domain.controls import ControlTuple
 from ..errors import AtlasmartError
 from ..store.clock import format_ts
 from ..store.ledger import Ledger
-from ..store.ledger.engine import LedgerTable, dumps
+from ..store.ledger.engine import LedgerTable, dumps, where_clause
 from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
 from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS
@@ -48,10 +49,8 @@ class RestatementError(AtlasmartError):
 
 def approved_controls(ledger: Ledger, partitions) -> dict[str, list[ControlTuple]]:
     """Per day, the candidate figures its owner approved."""
-    days = sorted(set(partitions))
-    if not days:
-        return {}
-    rows = ledger.engine.select(RESTATEMENT_APPROVALS, f"partition IN ({', '.join('?' for _ in days)})", days)
+    where, args = where_clause({}, {"partition": sorted(set(partitions))})
+    rows = ledger.engine.select(RESTATEMENT_APPROVALS, where, args)
     found: dict[str, list[ControlTuple]] = {}
     for row in rows:
         found.setdefault(row["partition"], []).append(ControlTuple.from_mapping(json.loads(row["controls_json"])))
@@ -99,11 +98,25 @@ def approve_restatement(
     return controls
 
 
+def held_reasons(platform: Platform, partitions: Sequence[str]) -> dict[str, str]:
+    """Per day, the guard's reason when its newest certification decision held a restatement.
+
+    One ledger read for all the days: ``atlasmart status`` asks it for a year at once.
+    """
+    newest: dict[str, PartitionEvent] = {}
+    for event in platform.ledger.partitions.events(
+        partitions=partitions, states=(CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS
+    ):
+        newest[event.partition] = event
+    held = {}
+    for day, decision in newest.items():
+        if decision.state == CERTIFICATION_REFUSED:
+            reason = next((r for r in decision.detail.get("reasons", []) if r.startswith(RESTATEMENT_HELD)), None)
+            if reason:
+                held[day] = reason
+    return held
+
+
 def held_reason(platform: Platform, partition: str) -> str | None:
     """The guard's reason when the day's newest certification decision held a restatement (None otherwise)."""
-    decisions = platform.ledger.partitions.events(
-        partition=partition, states=(CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS
-    )
-    if not decisions or decisions[-1].state != CERTIFICATION_REFUSED:
-        return None
-    return next((r for r in decisions[-1].detail.get("reasons", []) if r.startswith(RESTATEMENT_HELD)), None)
+    return held_reasons(platform, [partition]).get(partition)

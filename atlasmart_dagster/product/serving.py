@@ -27,6 +27,7 @@ import pyarrow as pa
 from ..store.clock import format_ts
 from ..store.ledger.partition_states import (
     BLOCKED_UPSTREAM,
+    BUILT,
     CERTIFIED,
     RESTATEMENT_PENDING,
     WITHDRAWN,
@@ -35,7 +36,7 @@ from ..store.ledger.partition_states import (
 from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS, TABLES_BY_NAME
 from ..store.warehouse import duckdb_connection
-from .restatements import held_reason
+from .restatements import held_reasons
 from .slo import SloResult, due_at, latest_results
 
 HELD = "RESTATEMENT_HELD"
@@ -112,15 +113,19 @@ def partition_statuses(platform: Platform, partitions: Sequence[str], now: datet
     """``partition_status`` of many partitions; each asset's served versions are read once, not once per day."""
     now = now or platform.clock.now()
     served = {asset: platform.ledger.partitions.served_map(asset) for asset in CERTIFIED_ASSETS}
+    held = held_reasons(platform, partitions)
     statuses = []
     for partition in partitions:
-        status = _state(platform, partition, now, {a: versions.get(partition) for a, versions in served.items()})
+        status = _state(platform, partition, now, {a: versions.get(partition) for a, versions in served.items()},
+                        held.get(partition))
         status.slo = latest_results(platform.ledger, partition)
         statuses.append(status)
     return statuses
 
 
-def _state(platform: Platform, partition: str, now: datetime, served_now: dict[str, ServedVersion | None]) -> PartitionStatus:
+def _state(
+    platform: Platform, partition: str, now: datetime, served_now: dict[str, ServedVersion | None], held: str | None
+) -> PartitionStatus:
     assets = [_asset_state(platform, asset, partition, served_now[asset]) for asset in CERTIFIED_ASSETS]
     served = [a for a in assets if a.served]
     if any(a.withdrawn for a in assets):
@@ -131,7 +136,6 @@ def _state(platform: Platform, partition: str, now: datetime, served_now: dict[s
     if len(served) == len(assets):
         version = max(a.served.version for a in served)
         at = max(a.served.certification.recorded_at for a in served)
-        held = held_reason(platform, partition)
         if held:
             return PartitionStatus(partition, HELD, f"serving certified version {version}; {held}", assets)
         if any(a.restatement_pending for a in assets):
@@ -159,25 +163,47 @@ def known_partitions(platform: Platform) -> list[str]:
     return sorted(seen)
 
 
-def read_certified(platform: Platform, asset: str, partitions: Sequence[str] | None = None) -> pa.Table:
-    """Rows of ``asset`` as consumers see them: each partition at its served certified snapshot."""
-    spec = TABLES_BY_NAME[asset]
-    served = platform.ledger.partitions.served_map(asset)
-    chosen = {p: v for p, v in served.items() if partitions is None or p in partitions}
-    by_snapshot: dict[int, list[str]] = {}
-    for partition, version in chosen.items():
-        by_snapshot.setdefault(version.certification.snapshot_id, []).append(partition)
+def _read_days_at(platform: Platform, spec, by_snapshot: dict[int, list[str]]) -> pa.Table:
+    """The rows of ``spec``, each group of days read at its snapshot, in grain order."""
     con = duckdb_connection()
     try:
-        parts = []
-        for snapshot_id, days in sorted(by_snapshot.items()):
-            parts.append(spec.conform(con.sql(platform.warehouse.relation_sql(spec, sorted(days), snapshot_id)).to_arrow_table()))
+        parts = [spec.conform(con.sql(platform.warehouse.relation_sql(spec, sorted(days), snapshot_id)).to_arrow_table())
+                 for snapshot_id, days in sorted(by_snapshot.items())]
     finally:
         con.close()
     if not parts:
         return spec.arrow_schema().empty_table()
-    combined = pa.concat_tables(parts)
-    return combined.sort_by([(c, "ascending") for c in spec.grain])
+    return pa.concat_tables(parts).sort_by([(c, "ascending") for c in spec.grain])
+
+
+def read_certified(platform: Platform, asset: str, partitions: Sequence[str] | None = None) -> pa.Table:
+    """Rows of ``asset`` as consumers see them: each partition at its served certified snapshot."""
+    served = platform.ledger.partitions.served_map(asset)
+    by_snapshot: dict[int, list[str]] = {}
+    for partition, version in served.items():
+        if partitions is None or partition in partitions:
+            by_snapshot.setdefault(version.certification.snapshot_id, []).append(partition)
+    return _read_days_at(platform, TABLES_BY_NAME[asset], by_snapshot)
+
+
+def read_certified_through(platform: Platform, relation: str, product: str) -> pa.Table:
+    """Rows of ``relation`` as certified through ``product``: each day at the snapshot that the
+    product's served certification reconciled against; a day whose product is not served is absent.
+
+    The certification gate pins, for each certified product, the newest build of
+    the chain below it up to the product's own build; that build is read here
+    (and ``maintenance`` keeps its snapshot).
+    """
+    builds: dict[str, list] = {}
+    for event in platform.ledger.partitions.events(asset=relation, states=(BUILT,)):
+        builds.setdefault(event.partition, []).append(event)
+    by_snapshot: dict[int, list[str]] = {}
+    for day, served in platform.ledger.partitions.served_map(product).items():
+        anchor = served.certification.detail.get("built_event_id") or served.certification.id
+        pinned = [e for e in builds.get(day, []) if e.id <= anchor]
+        if pinned and pinned[-1].snapshot_id is not None:
+            by_snapshot.setdefault(pinned[-1].snapshot_id, []).append(day)
+    return _read_days_at(platform, TABLES_BY_NAME[relation], by_snapshot)
 
 
 def register_certified(con: duckdb.DuckDBPyConnection, platform: Platform) -> None:

@@ -36,8 +36,7 @@ from typing import Mapping
 import duckdb
 import pyarrow as pa
 
-from ...product.serving import read_certified
-from ...store.ledger.partition_states import BUILT
+from ...product.serving import read_certified, read_certified_through
 from ...store.platform import Platform
 from ...store.tables import TABLES_BY_NAME
 from .access_log import log_decision
@@ -258,27 +257,3 @@ def _referenced_relations(parser: duckdb.DuckDBPyConnection, sql: str) -> set[st
     except (duckdb.BinderException, duckdb.InvalidInputException):
         # naming tables needs binding, which fails without the tables (e.g. JOIN ... USING)
         return None
-
-
-def read_certified_through(platform: Platform, relation: str, product: str) -> pa.Table:
-    """Rows of ``relation`` as certified through ``product``: each day at the snapshot that the
-    product's served certification reconciled against; a day whose product is not served is absent.
-
-    The certification gate pins, for each certified product, the newest build of
-    the chain below it up to the product's own build; that build is read here
-    (and ``maintenance`` keeps its snapshot).
-    """
-    spec = TABLES_BY_NAME[relation]
-    builds: dict[str, list] = {}
-    for event in platform.ledger.partitions.events(asset=relation, states=(BUILT,)):
-        builds.setdefault(event.partition, []).append(event)
-    days_at: dict[int, list[str]] = {}
-    for day, served in platform.ledger.partitions.served_map(product).items():
-        anchor = served.certification.detail.get("built_event_id") or served.certification.id
-        pinned = [e for e in builds.get(day, []) if e.id <= anchor]
-        if pinned and pinned[-1].snapshot_id is not None:
-            days_at.setdefault(pinned[-1].snapshot_id, []).append(day)
-    parts = [platform.warehouse.read(spec, sorted(days), snapshot_id) for snapshot_id, days in sorted(days_at.items())]
-    if not parts:
-        return spec.arrow_schema().empty_table()
-    return pa.concat_tables(parts).sort_by([(c, "ascending") for c in spec.grain])
