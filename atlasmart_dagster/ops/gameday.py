@@ -21,6 +21,7 @@ import dagster as dg
 from ..defs.automation.schedules import daily_sales_schedule
 from ..defs.automation.sensors import plan_manifest_runs
 from ..product.lanes import LANE_TAG
+from ..product.slo import SCHEDULE_HOUR  # the hour of daily_sales_schedule's cron (UTC)
 from ..store.clock import format_ts, parse_ts
 from ..store.ledger.engine import LedgerTable, dumps
 from ..store.platform import Platform
@@ -36,7 +37,6 @@ AUTOMATION_TICKS = LedgerTable(
         fired_json TEXT NOT NULL
     """,
 )
-SCHEDULE_HOUR = 8  # the cron of daily_sales_schedule: 0 8 * * * UTC
 
 
 @dataclass
