@@ -11,6 +11,7 @@ import pytest
 from atlasmart_dagster.defs.resources import AtlasmartResource
 from atlasmart_dagster.store.home import sample_dir
 from atlasmart_dagster.store.platform import Platform
+from atlasmart_dagster_tests.team_database import team_deployment  # noqa: F401 - a fixture for every test
 
 SAMPLE_DAYS = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"]
 
@@ -44,7 +45,14 @@ class Env:
 
 
 @pytest.fixture
-def env(tmp_path) -> Env:
+def deployment() -> str:
+    """The deployment a test's home uses. Modules covering both import the parametrized one
+    from ``atlasmart_dagster_tests.team_database``, which overrides this."""
+    return "embedded"
+
+
+@pytest.fixture
+def env(tmp_path, deployment) -> Env:
     return Env(tmp_path)
 
 

@@ -111,7 +111,7 @@ def run_backfill(
     ledger = platform.ledger
     recorded = asdict(request)
     ledger.backfills.record(request_id, "REQUESTED", recorded, platform.clock.now())
-    with lane_lock(platform.home.locks_dir, BACKFILL, wait_seconds):
+    with lane_lock(platform.home, BACKFILL, wait_seconds):
         outcome = run_chain(
             defs,
             instance,

@@ -13,6 +13,13 @@ folder:
 ``artifacts/``   drill evidence, notices, runbooks
 
 The sample landing zone ships inside the package and is the default source.
+
+The team deployment (README "Deploying for a team") moves what must be shared
+out of the folder, chosen by two settings: ``ATLASMART_DATABASE_URL``
+(``postgresql://...``) holds the ledger (schema ``atlasmart_ledger``) and the
+Iceberg catalog; ``ATLASMART_WAREHOUSE`` is a path every worker mounts and
+holds ``warehouse/`` and ``raw/``. The home folder then keeps only what is
+per machine: the clock, the Dagster home, artifacts and (unused) lock files.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from ..errors import UsageError
 
 HOME_ENV = "ATLASMART_HOME"
 LANDING_ENV = "ATLASMART_LANDING"
+DATABASE_URL_ENV = "ATLASMART_DATABASE_URL"
+WAREHOUSE_ENV = "ATLASMART_WAREHOUSE"
 CLOCK_ENV = "ATLASMART_CLOCK"
 DEFAULT_HOME_DIRNAME = ".atlasmart"
 
@@ -47,27 +56,61 @@ def resolve_landing(path: str | os.PathLike | None = None) -> Path:
 
 @dataclass(frozen=True)
 class AtlasmartHome:
-    """Paths inside one AtlasMart home folder."""
+    """Paths inside one AtlasMart home folder, and the shared places of a team deployment."""
 
     root: Path
+    # Team mode: the Postgres database of the ledger and the catalog, and the
+    # shared folder of table data and raw batches. Both None: embedded.
+    database_url: str | None = None
+    shared_root: Path | None = None
 
     @classmethod
     def resolve(cls, path: str | os.PathLike | None = None) -> "AtlasmartHome":
-        """Explicit path, else ``$ATLASMART_HOME``, else ``./.atlasmart``."""
+        """Explicit path, else ``$ATLASMART_HOME``, else ``./.atlasmart``; team mode from the environment."""
         chosen = path or os.environ.get(HOME_ENV) or Path.cwd() / DEFAULT_HOME_DIRNAME
-        return cls(Path(chosen).resolve())
+        database_url = os.environ.get(DATABASE_URL_ENV) or None
+        warehouse = os.environ.get(WAREHOUSE_ENV) or None
+        if database_url is None and warehouse is None:
+            return cls(Path(chosen).resolve())
+        if database_url is None or warehouse is None:
+            missing = DATABASE_URL_ENV if database_url is None else WAREHOUSE_ENV
+            raise UsageError(
+                f"the team deployment needs both ${DATABASE_URL_ENV} and ${WAREHOUSE_ENV}; ${missing} is not set "
+                f"(unset both for the embedded default)"
+            )
+        if not database_url.startswith(("postgresql://", "postgresql+psycopg2://", "postgres://")):
+            raise UsageError(f"${DATABASE_URL_ENV} must be a postgresql:// URL, not {database_url.split(':')[0]}://...")
+        return cls(Path(chosen).resolve(), database_url, Path(warehouse).resolve())
+
+    @property
+    def team(self) -> bool:
+        """True in the team deployment (shared Postgres and shared folder)."""
+        return self.database_url is not None
 
     @property
     def catalog_db(self) -> Path:
         return self.root / "catalog.db"
 
     @property
+    def catalog_uri(self) -> str:
+        """The SQLAlchemy URL of the Iceberg SQL catalog: SQLite in the home, or the team's Postgres."""
+        if self.database_url is None:
+            # timeout: wait for the SQLite write lock instead of failing at once.
+            return f"sqlite:///{self.catalog_db}?timeout=60"
+        return sqlalchemy_postgres_url(self.database_url)
+
+    @property
+    def data_root(self) -> Path:
+        """Where table data and raw batches live: the shared folder in team mode, else the home."""
+        return self.shared_root or self.root
+
+    @property
     def warehouse_dir(self) -> Path:
-        return self.root / "warehouse"
+        return self.data_root / "warehouse"
 
     @property
     def raw_dir(self) -> Path:
-        return self.root / "raw"
+        return self.data_root / "raw"
 
     @property
     def ledger_db(self) -> Path:
@@ -92,7 +135,7 @@ class AtlasmartHome:
                 f"the AtlasMart home {self.root} is not a folder: choose a folder (--home or ${HOME_ENV})"
             )
         try:
-            for folder in (self.root, self.warehouse_dir, self.raw_dir, self.locks_dir):
+            for folder in (self.root, self.data_root, self.warehouse_dir, self.raw_dir, self.locks_dir):
                 folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(
@@ -100,3 +143,15 @@ class AtlasmartHome:
                 f"choose a folder you can write (--home or ${HOME_ENV})"
             ) from exc
         return self
+
+
+def sqlalchemy_postgres_url(url: str) -> str:
+    """``postgresql+psycopg2://`` for a ``postgresql://``/``postgres://`` URL (SQLAlchemy 2.0's psycopg2 dialect)."""
+    scheme, _, rest = url.partition("://")
+    return f"postgresql+psycopg2://{rest}" if scheme in ("postgresql", "postgres") else url
+
+
+def libpq_url(url: str) -> str:
+    """The plain ``postgresql://`` form psycopg2 and dagster-postgres accept."""
+    _, _, rest = url.partition("://")
+    return f"postgresql://{rest}"

@@ -56,7 +56,7 @@ class Platform:
 
     @cached_property
     def ledger(self) -> Ledger:
-        return Ledger(self.home.ledger_db)
+        return Ledger(self.home.database_url or self.home.ledger_db)
 
     @cached_property
     def raw_store(self) -> RawStore:

@@ -18,7 +18,6 @@ overwrite, which is idempotent because it replaces whole partitions.
 from __future__ import annotations
 
 import copy
-import fcntl
 import os
 import random
 import threading
@@ -26,11 +25,10 @@ import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import date
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -43,6 +41,7 @@ from sqlalchemy import select
 from ..errors import TransientError, is_transient
 from .home import AtlasmartHome
 from .iceberg_adapter import CachedViewTransaction, data_files_for
+from .locks import home_lock
 from .tables import NAMESPACE, TableSpec
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
@@ -63,18 +62,6 @@ TABLE_PROPERTIES = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "20",
 }
-
-
-@contextmanager
-def _home_lock(home: AtlasmartHome, name: str) -> Iterator[None]:
-    """An exclusive, process-wide lock for one-time setup in a home (blocking)."""
-    home.locks_dir.mkdir(parents=True, exist_ok=True)
-    handle = os.open(home.locks_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(handle)
 
 
 def _partition_filter(spec: TableSpec, partitions: Sequence[str] | None):
@@ -156,11 +143,10 @@ class Warehouse:
     def catalog(self) -> SqlCatalog:
         # Two runs starting on a fresh home would both create the catalog's
         # tables ("table iceberg_tables already exists"): initialise under a lock.
-        with _home_lock(self.home, "catalog"):
+        with home_lock(self.home, "catalog"):
             catalog = SqlCatalog(
                 NAMESPACE,
-                # timeout: wait for the SQLite write lock instead of failing at once.
-                uri=f"sqlite:///{self.home.catalog_db}?timeout=60",
+                uri=self.home.catalog_uri,
                 warehouse=f"file://{self.home.warehouse_dir}",
             )
             catalog.create_namespace_if_not_exists(NAMESPACE)
@@ -199,7 +185,7 @@ class Warehouse:
         table = self.existing(spec)
         if table is not None:
             return table
-        with _home_lock(self.home, "catalog"):
+        with home_lock(self.home, "catalog"):
             return self.catalog.create_table_if_not_exists(
                 spec.identifier,
                 schema=spec.iceberg_schema(),

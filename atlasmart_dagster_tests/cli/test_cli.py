@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from atlasmart_dagster.cli.main import main
+from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - both deployments
 
 
 def run_cli(capsys, env, *args):

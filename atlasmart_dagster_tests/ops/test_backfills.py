@@ -12,10 +12,11 @@ from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.ledger.partition_states import CERTIFIED
 from atlasmart_dagster.store.tables import FACT_SALES, MART_FINANCE_DAILY_SALES
 from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - both deployments
 
 
 @pytest.fixture
-def env(tmp_path) -> Env:
+def env(tmp_path, deployment) -> Env:
     env = Env(tmp_path, clock="logical")
     LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")  # current partition: 2026-09-21
     return env
@@ -84,6 +85,6 @@ def test_backfill_requests_must_say_who_why_and_what(env, kwargs, problem):
 def test_the_backfill_lane_admits_one_in_process_backfill_at_a_time(env):
     from atlasmart_dagster.store.locks import lane_lock
 
-    with lane_lock(env.platform.home.locks_dir, "backfill"):
+    with lane_lock(env.platform.home, "backfill"):
         with pytest.raises(LaneViolation, match="backfill lane is busy"):
             run_backfill(env.defs, env.instance, env.platform, BackfillRequest("2026-09-18", "2026-09-18", "bob", "x"))

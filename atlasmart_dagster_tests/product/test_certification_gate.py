@@ -9,6 +9,7 @@ from atlasmart_dagster.product.serving import partition_status, read_certified
 from atlasmart_dagster.store.clock import SystemClock
 from atlasmart_dagster.store.ledger.partition_states import CERTIFICATION_REFUSED, CERTIFIED, WITHDRAWN
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
+from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - both deployments
 
 DAY = "2026-09-20"
 

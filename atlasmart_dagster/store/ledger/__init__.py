@@ -1,6 +1,8 @@
 """The ledger: one append-only engine and the stores of the domains that live in ``store/``.
 
-``Ledger(path)`` opens them together: ``partitions`` (states and served
+``Ledger(target)`` opens them together, over the SQLite engine for a path
+(the embedded home) or the Postgres engine for a ``postgresql://`` URL (the
+team deployment): ``partitions`` (states and served
 versions), ``batches``, ``checks``, ``holds``, ``slos``, ``backfills`` and
 ``runs``. Domains that live elsewhere own their tables the same way over
 ``ledger.engine``: incidents (``ops/incidents/incident_records.py``), contract approvals
@@ -24,12 +26,22 @@ from .run_records import RunRecords
 from .slo_records import SloRecords
 
 
+def open_engine(target: Path | str):
+    """The SQLite engine for a file path, the Postgres engine for a ``postgresql://`` URL."""
+    if isinstance(target, str) and target.startswith(("postgresql", "postgres://")):
+        # Imported only here: psycopg2 comes with the `team` extra, which the
+        # embedded default does not need.
+        from .postgres_engine import PostgresLedgerEngine
+
+        return PostgresLedgerEngine(target)
+    return LedgerEngine(Path(target))
+
+
 class Ledger:
     """The ledger of one home: its engine and the store-level domain stores over it."""
 
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.engine = LedgerEngine(self.path)
+    def __init__(self, target: Path | str):
+        self.engine = open_engine(target)
         self.partitions = PartitionStates(self.engine)
         self.batches = BatchRecords(self.engine)
         self.checks = CheckResults(self.engine)

@@ -50,7 +50,7 @@ def loads(text: str | None, default: Any = None) -> Any:
     return default if text is None else json.loads(text)
 
 
-_ID_ALLOCATIONS = LedgerTable(
+ID_ALLOCATIONS = LedgerTable(
     "id_allocations",
     """
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -173,7 +173,7 @@ class LedgerEngine:
 
     def allocate_id(self, kind: str) -> str:
         """The next readable id of a kind (``BF-0001``, ``INC-0001``), unique under concurrency."""
-        self.ensure(_ID_ALLOCATIONS)
+        self.ensure(ID_ALLOCATIONS)
         with self.transaction(), self.connect() as con:
             (last,) = con.execute(
                 "SELECT coalesce(max(number), 0) FROM id_allocations WHERE kind = ?", (kind,)

@@ -11,12 +11,13 @@ from atlasmart_dagster.drills.faults import corrupt_aggregate_cost
 from atlasmart_dagster.ops.runs import run_chain, run_checks
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - both deployments
 
 DAY = "2026-09-20"
 
 
 @pytest.fixture
-def env(tmp_path):
+def env(tmp_path, deployment):
     env = Env(tmp_path, clock="logical")
     LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")
     assert run_chain(env.defs, env.instance, env.platform, ["2026-09-19", DAY], lane="backfill").success

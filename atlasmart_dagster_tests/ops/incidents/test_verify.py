@@ -10,6 +10,7 @@ from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - both deployments
 
 from .consumer_language import problems
 
@@ -24,7 +25,7 @@ def cli(env, capsys, *args):
 
 
 @pytest.fixture
-def drifted(tmp_path, capsys):
+def drifted(tmp_path, capsys, deployment):
     """The ERP renamed line_amount_usd: the contract gate stopped the day; an incident is open and contained."""
     env = Env(tmp_path, clock="logical")
     LogicalClock(env.home / "clock.json").set("2026-09-22T08:20:00Z")
