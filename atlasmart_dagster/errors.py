@@ -94,6 +94,10 @@ class StoreUnreadable(PermanentError):
 _TRANSIENT_SQLITE_MARKERS = ("database is locked", "database is busy", "disk i/o error")
 
 
+# serialization_failure, deadlock_detected, lock_not_available, admin/crash shutdown, cannot_connect_now
+_TRANSIENT_PGCODES = ("40001", "40P01", "55P03", "57P01", "57P02", "57P03")
+
+
 def is_transient(exc: BaseException) -> bool:
     """True when ``exc`` is a failure that retrying the same step can cure."""
     if isinstance(exc, TransientError | CommitFailedException):
@@ -104,12 +108,17 @@ def is_transient(exc: BaseException) -> bool:
         return any(m in str(exc).lower() for m in _TRANSIENT_SQLITE_MARKERS)
     if isinstance(exc, duckdb.IOException):
         return True
+    if type(exc).__module__.startswith("psycopg2"):
+        # The team deployment's Postgres: a lost connection, a serialization
+        # failure or a deadlock is cured by retrying; anything else (a
+        # constraint, the append-only trigger, bad SQL) is not.
+        return type(exc).__name__ == "OperationalError" or getattr(exc, "pgcode", None) in _TRANSIENT_PGCODES
     # Missing files and permissions are configuration problems, not flakiness.
     if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
         return False
     if isinstance(exc, OSError):
         return True
-    # SQLAlchemy wraps sqlite3 errors used by the Iceberg SQL catalog.
+    # SQLAlchemy wraps the sqlite3/psycopg2 errors of the Iceberg SQL catalog.
     cause = exc.__cause__ or exc.__context__
     if cause is not None and cause is not exc and type(exc).__module__.startswith("sqlalchemy"):
         return is_transient(cause)

@@ -173,3 +173,16 @@ def test_a_non_postgres_url_is_a_usage_error(monkeypatch, tmp_path):
     monkeypatch.setenv("ATLASMART_WAREHOUSE", str(tmp_path))
     with pytest.raises(UsageError, match="postgresql://"):
         AtlasmartHome.resolve(tmp_path)
+
+
+def test_postgres_errors_are_classified_for_retries(team_deployment):
+    from atlasmart_dagster.errors import is_transient
+
+    con = psycopg2.connect(team_deployment)
+    with con.cursor() as cur, pytest.raises(psycopg2.Error) as bad_sql:
+        cur.execute("SELEC 1")
+    con.close()
+    assert not is_transient(bad_sql.value)
+    with pytest.raises(psycopg2.OperationalError) as unreachable:
+        psycopg2.connect("postgresql://nobody@127.0.0.1:1/none", connect_timeout=2)
+    assert is_transient(unreachable.value)
