@@ -13,6 +13,25 @@ FIRST_SALES_DATE = os.environ.get("ATLASMART_FIRST_SALES_DATE", "2026-09-17")
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date=FIRST_SALES_DATE, timezone="UTC")
 
+# How a range backfill becomes runs. One run for the whole range (the default:
+# set-based SQL over the range is the fast path on one machine). A team
+# deployment with workers sets ATLASMART_BACKFILL_RUN_DAYS=N: the daemon then
+# splits a range into runs of N days that the run queue can start side by side
+# (up to the backfill lane's limit) and whose steps spread over the workers.
+BACKFILL_RUN_DAYS_ENV = "ATLASMART_BACKFILL_RUN_DAYS"
+
+
+def backfill_policy() -> dg.BackfillPolicy:
+    days = os.environ.get(BACKFILL_RUN_DAYS_ENV)
+    if not days:
+        return dg.BackfillPolicy.single_run()
+    if not days.isdigit() or int(days) < 1:
+        raise ValueError(f"${BACKFILL_RUN_DAYS_ENV} must be a whole number of days (>= 1), not {days!r}")
+    return dg.BackfillPolicy.multi_run(int(days))
+
+
+BACKFILL_POLICY = backfill_policy()
+
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 PARTITION_TAG = "dagster/partition"

@@ -31,8 +31,10 @@ DAGSTER_HOME_ENV = "DAGSTER_HOME"
 INIT_LOCK_NAME = ".atlasmart-init.lock"
 
 
-def packaged_instance_config() -> Path:
-    return Path(str(resources.files("atlasmart_dagster") / "instance" / "dagster.yaml"))
+def packaged_instance_config(team: bool = False) -> Path:
+    """The project's instance config: the embedded one, or the team deployment's (Postgres storage)."""
+    name = "dagster.team.yaml" if team else "dagster.yaml"
+    return Path(str(resources.files("atlasmart_dagster") / "instance" / name))
 
 
 @contextmanager
@@ -61,7 +63,7 @@ def _write_config(home: AtlasmartHome, folder: Path) -> None:
         return
     # Pin the JSON log file to this home: runs on this instance log here even
     # when ATLASMART_HOME is not set in their environment.
-    text = packaged_instance_config().read_text().replace(
+    text = packaged_instance_config(home.team).read_text().replace(
         "class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n",
         f"class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n        home: {home.root}\n",
     )
