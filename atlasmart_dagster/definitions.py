@@ -31,13 +31,6 @@ from .defs.automation.schedules import daily_sales_schedule
 from .defs.automation.sensors import certification_sensor, landing_manifest_sensor
 from .defs.checks.certification_checks import certification_states
 from .defs.checks.golden_checks import dashboard_golden_checks
-from .defs.checks.reconciliation_checks import (
-    agg_matches_fact,
-    executive_channel_split_adds_up,
-    executive_mart_reconciles,
-    finance_mart_reconciles,
-    metric_matches_agg,
-)
 from .defs.checks.slo_checks import partition_slos
 from .defs.resources import AtlasmartResource
 from .ops.incidents.incident_sensor import incident_sensor
@@ -57,11 +50,6 @@ ASSETS = [
     *CONSUMER_SPECS,
 ]
 ASSET_CHECKS = [
-    agg_matches_fact,
-    metric_matches_agg,
-    finance_mart_reconciles,
-    executive_mart_reconciles,
-    executive_channel_split_adds_up,
     partition_slos,
     certification_states,
     dashboard_golden_checks,

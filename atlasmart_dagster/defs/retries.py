@@ -10,7 +10,9 @@ propagate (the policy retries them), everything else becomes
 from __future__ import annotations
 
 import functools
-from typing import Callable, TypeVar
+import inspect
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
 
 import dagster as dg
 
@@ -27,27 +29,45 @@ F = TypeVar("F", bound=Callable)
 
 
 def classified(fn: F) -> F:
-    """Decorate an asset or check body so its failures are classified (see module doc)."""
+    """Decorate an asset or check body so its failures are classified (see module doc).
+
+    A generator body (one that yields its results) stays a generator, so
+    Dagster still sees one and errors raised while it runs are classified too.
+    """
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            with _classifying():
+                yield from fn(*args, **kwargs)
+
+        return generator  # type: ignore[return-value]
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        try:
+        with _classifying():
             return fn(*args, **kwargs)
-        except dg.Failure:
-            raise
-        except PermanentError as exc:
-            metadata = {"error_kind": exc.kind, "retryable": False}
-            if isinstance(exc, SourceNotReady):
-                metadata["partition"] = exc.partition
-                metadata["problems"] = dg.MetadataValue.json(exc.problems)
-            raise dg.Failure(description=str(exc), metadata=metadata, allow_retries=False) from exc
-        except Exception as exc:
-            if is_transient(exc):
-                raise
-            raise dg.Failure(
-                description=f"unclassified error, not retried: {type(exc).__name__}: {exc}",
-                metadata={"error_kind": "unclassified", "retryable": False},
-                allow_retries=False,
-            ) from exc
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def _classifying() -> Iterator[None]:
+    try:
+        yield
+    except dg.Failure:
+        raise
+    except PermanentError as exc:
+        metadata = {"error_kind": exc.kind, "retryable": False}
+        if isinstance(exc, SourceNotReady):
+            metadata["partition"] = exc.partition
+            metadata["problems"] = dg.MetadataValue.json(exc.problems)
+        raise dg.Failure(description=str(exc), metadata=metadata, allow_retries=False) from exc
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        raise dg.Failure(
+            description=f"unclassified error, not retried: {type(exc).__name__}: {exc}",
+            metadata={"error_kind": "unclassified", "retryable": False},
+            allow_retries=False,
+        ) from exc

@@ -7,32 +7,48 @@ from ...domain.controls import AGG_CONTROLS_SQL, ControlTuple, controls_by_date
 from ...store.tables import AGG_DAILY_SALES, FACT_SALES
 from ...store.warehouse import duckdb_connection, plan_chunks
 from ...transforms.aggregates import agg_daily_sales_sql
+from ..checks.reconciliation_checks import AGG_MATCHES_FACT_SPEC, agg_matches_fact
 from ..lineage import lineage_metadata
-from ..partitions import daily_partitions
+from ..partitions import BACKFILL_POLICY, daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified
 from .step import Step
 
 
-@dg.asset(
-    deps=["fact_sales"],
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            "agg_daily_sales",
+            deps=["fact_sales"],
+            description=(
+                "Daily sales totals: one row per sales_date with paid lines, orders, units, revenue, cost, profit. "
+                "Grain: sales_date. Every loaded day has a row (zeros when nothing was sold). Reconciled against "
+                "fact_sales by the blocking check agg_matches_fact, in the same step, before anything downstream "
+                "may build."
+            ),
+            group_name="aggregates",
+            kinds={"iceberg", "duckdb"},
+            owners=["team:data-platform"],
+            metadata=lineage_metadata("agg_daily_sales"),
+        )
+    ],
+    check_specs=[AGG_MATCHES_FACT_SPEC],
+    can_subset=True,  # the check alone re-reads what is published (reconciliation after a suspected fault)
     partitions_def=daily_partitions,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    backfill_policy=BACKFILL_POLICY,
     retry_policy=STORAGE_RETRY_POLICY,
-    group_name="aggregates",
-    kinds={"iceberg", "duckdb"},
-    owners=["team:data-platform"],
-    metadata=lineage_metadata("agg_daily_sales"),
 )
 @classified
-def agg_daily_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) -> dg.MaterializeResult:
-    """Daily sales totals: one row per sales_date with paid lines, orders, units, revenue, cost, profit.
-
-    Grain: sales_date. Every loaded day has a row (zeros when nothing was
-    sold). Reconciled against fact_sales by the blocking check
-    agg_matches_fact before anything downstream may build.
-    """
+def agg_daily_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
+    """Build the day totals from fact_sales, then reconcile what was published with fact_sales."""
     step = Step(context, atlasmart, "agg_daily_sales")
+    if step.builds:
+        yield _build(step)
+    if step.runs_check(AGG_MATCHES_FACT_SPEC.name):
+        yield from step.report_checks([agg_matches_fact(step)])
+
+
+def _build(step: Step) -> dg.MaterializeResult:
     counts = step.warehouse.partition_row_counts(FACT_SALES, step.partitions)
     per_partition = {}
     con = duckdb_connection()

@@ -10,7 +10,7 @@ from ...store.tables import FACT_SALES, STG_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
 from ...transforms.facts import fact_sales_sql
 from ..lineage import lineage_metadata
-from ..partitions import daily_partitions
+from ..partitions import BACKFILL_POLICY, daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified
 from .step import CheckOutcome, Step
@@ -19,7 +19,7 @@ from .step import CheckOutcome, Step
 @dg.asset(
     deps=["stg_order_lines"],
     partitions_def=daily_partitions,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    backfill_policy=BACKFILL_POLICY,
     retry_policy=STORAGE_RETRY_POLICY,
     group_name="facts",
     kinds={"iceberg", "duckdb"},
@@ -35,7 +35,7 @@ from .step import CheckOutcome, Step
     ],
 )
 @classified
-def fact_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) -> dg.MaterializeResult:
+def fact_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
     """Sales facts: one current, accepted, paid order line per (order_id, line_no) and day.
 
     Grain: (sales_date, order_id, line_no). revenue_usd is the line amount,
@@ -82,4 +82,5 @@ def fact_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) 
                 step.log_partition(partition, "ok" if got == want else "mismatch", rows=got.paid_lines, controls=got.to_json())
     con.close()
     step.add_partition_metadata(per_partition)
-    return dg.MaterializeResult(check_results=step.record_checks([grain, money, matches]))
+    yield dg.MaterializeResult()
+    yield from step.report_checks([grain, money, matches])

@@ -14,7 +14,7 @@ from ...store.ledger.partition_states import BLOCKED_UPSTREAM
 from ...store.tables import RAW_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
 from ..lineage import lineage_metadata
-from ..partitions import daily_partitions
+from ..partitions import BACKFILL_POLICY, daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified
 from .step import CheckOutcome, Step
@@ -81,7 +81,7 @@ def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
     deps=["erp_order_lines"],
     metadata=lineage_metadata("raw_order_lines"),
     partitions_def=daily_partitions,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    backfill_policy=BACKFILL_POLICY,
     retry_policy=STORAGE_RETRY_POLICY,
     group_name="ingest",
     kinds={"iceberg", "duckdb"},
@@ -102,7 +102,7 @@ def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
     ],
 )
 @classified
-def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource) -> dg.MaterializeResult:
+def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
     """Landed ERP order lines of a business day, one row per source row, with batch lineage.
 
     Grain: (batch_id, source_row). Before anything is written the day must be
@@ -146,10 +146,10 @@ def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
             record_chunk(step, chunk, sources, published, snapshot_id, rows_check, contract_check, per_partition)
     con.close()
     step.add_partition_metadata(per_partition)
-    return dg.MaterializeResult(
-        metadata={"partitions": len(step.partitions), "rows": sum(m["rows"] for m in per_partition.values())},
-        check_results=step.record_checks([rows_check, contract_check]),
+    yield dg.MaterializeResult(
+        metadata={"partitions": len(step.partitions), "rows": sum(m["rows"] for m in per_partition.values())}
     )
+    yield from step.report_checks([rows_check, contract_check])
 
 
 def record_chunk(step, chunk, sources, published, snapshot_id, rows_check, contract_check, per_partition) -> None:

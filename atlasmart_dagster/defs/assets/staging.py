@@ -10,7 +10,7 @@ from ...store.tables import QUARANTINE_ORDER_LINES, RAW_ORDER_LINES, STG_ORDER_L
 from ...store.warehouse import duckdb_connection, plan_chunks
 from ...transforms.staging import REASONS, run_gate
 from ..lineage import lineage_metadata
-from ..partitions import daily_partitions
+from ..partitions import BACKFILL_POLICY, daily_partitions
 from ..resources import AtlasmartResource
 from ..retries import STORAGE_RETRY_POLICY, classified
 from .step import CheckOutcome, Step
@@ -58,7 +58,7 @@ def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | Non
         ),
     ],
     partitions_def=daily_partitions,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    backfill_policy=BACKFILL_POLICY,
     retry_policy=STORAGE_RETRY_POLICY,
     check_specs=[
         dg.AssetCheckSpec(
@@ -153,7 +153,6 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     con.close()
     step.add_partition_metadata(staged_meta, asset_key="stg_order_lines")
     step.add_partition_metadata(quarantine_meta, asset_key="quarantine_order_lines")
-    return (
-        dg.MaterializeResult(asset_key="stg_order_lines", check_results=step.record_checks([reconcile, quality])),
-        dg.MaterializeResult(asset_key="quarantine_order_lines"),
-    )
+    yield dg.MaterializeResult(asset_key="stg_order_lines")
+    yield dg.MaterializeResult(asset_key="quarantine_order_lines")
+    yield from step.report_checks([reconcile, quality])

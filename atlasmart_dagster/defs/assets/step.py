@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import dagster as dg
 
@@ -18,6 +18,8 @@ from ..resources import AtlasmartResource
 
 # How many failing partitions a check lists in its UI metadata (the ledger has all).
 _MAX_LISTED = 20
+# More checks than a run ever plans.
+_MAX_PLANNED = 10_000
 
 # Called with every asset step as it starts, before it reads or writes
 # anything. Empty in production: drills and tests register fault injectors
@@ -51,15 +53,15 @@ class CheckOutcome:
     def add(self, partition: str, passed: bool, observed: Any, expected: Any) -> None:
         self.results.append(PartitionCheck(partition, bool(passed), observed, expected))
 
-    def to_result(self) -> dg.AssetCheckResult:
-        failing = [r for r in self.results if not r.passed]
+    def _metadata(self, results: list[PartitionCheck]) -> dict[str, Any]:
+        failing = [r for r in results if not r.passed]
         metadata: dict[str, Any] = {
             "rule": self.description,
-            "partitions_checked": len(self.results),
+            "partitions_checked": len(results),
             "partitions_failing": len(failing),
         }
-        shown = failing[:_MAX_LISTED] if failing else self.results[:1]
-        if len(self.results) == 1 or failing:
+        shown = failing[:_MAX_LISTED] if failing else results[:1]
+        if len(results) == 1 or failing:
             metadata["observed_vs_expected"] = dg.MetadataValue.json(
                 {r.partition: {"observed": r.observed, "expected": r.expected, "passed": r.passed} for r in shown}
             )
@@ -68,14 +70,66 @@ class CheckOutcome:
             metadata["failing_partitions"] = ", ".join(r.partition for r in failing[:_MAX_LISTED]) + (
                 " …" if len(failing) > _MAX_LISTED else ""
             )
+        return metadata
+
+    @property
+    def severity(self) -> dg.AssetCheckSeverity:
+        return dg.AssetCheckSeverity.ERROR if self.blocking else dg.AssetCheckSeverity.WARN
+
+    def _description(self, passed: bool) -> str:
+        return self.description if passed else f"FAILED: {self.description}"
+
+    def to_result(self) -> dg.AssetCheckResult:
+        """One result for the whole run (checks of unpartitioned assets)."""
         return dg.AssetCheckResult(
             asset_key=dg.AssetKey(self.asset),
             check_name=self.name,
             passed=self.passed,
-            severity=dg.AssetCheckSeverity.ERROR if self.blocking else dg.AssetCheckSeverity.WARN,
-            metadata=metadata,
-            description=self.description if self.passed else f"FAILED: {self.description}",
+            severity=self.severity,
+            metadata=self._metadata(self.results),
+            description=self._description(self.passed),
         )
+
+    def to_evaluations(self, per_partition: bool = True) -> list[dg.AssetCheckEvaluation]:
+        """One evaluation per partition, with Dagster's ``partition`` set; or one for the run (``per_partition=False``)."""
+        if not per_partition:
+            return [self._evaluation(self.passed, self._metadata(self.results), None)]
+        return [self._evaluation(r.passed, {"partition": r.partition, **self._metadata([r])}, r.partition) for r in self.results]
+
+    def _evaluation(self, passed: bool, metadata: dict[str, Any], partition: str | None) -> dg.AssetCheckEvaluation:
+        return dg.AssetCheckEvaluation(
+            asset_key=dg.AssetKey(self.asset),
+            check_name=self.name,
+            passed=passed,
+            severity=self.severity,
+            metadata=metadata,
+            description=self._description(passed),
+            blocking=self.blocking,
+            partition=partition,
+        )
+
+
+def partitioned_check_events(
+    output_names: Mapping[dg.AssetCheckKey, str],
+    selected: Iterable[dg.AssetCheckKey],
+    evaluations: Iterable[dg.AssetCheckEvaluation],
+) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
+    """What a step yields to report its checks with one evaluation per partition.
+
+    An ``AssetCheckResult`` carries no partition, and Dagster records it
+    without one, while it planned each check once per partition of the run:
+    every planned partition would stay "Skipped" in the check's history. So
+    the step yields each selected check's output (what an ``AssetCheckResult``
+    yields for it) and then its per-partition evaluations, which complete the
+    planned rows. A failed evaluation of a blocking check with ERROR severity
+    fails the step after all its events, as a failed ``AssetCheckResult`` does.
+    """
+    by_key: dict[dg.AssetCheckKey, list[dg.AssetCheckEvaluation]] = {}
+    for evaluation in evaluations:
+        by_key.setdefault(evaluation.asset_check_key, []).append(evaluation)
+    for key in sorted(selected, key=lambda k: (k.asset_key.to_user_string(), k.name)):
+        yield dg.Output(None, output_name=output_names[key])
+        yield from by_key.get(key, [])
 
 
 class Step:
@@ -108,6 +162,15 @@ class Step:
         # Checks are not partitioned (partitioned checks are a preview API and
         # lose the partition in range runs); the run's tags say what it covers.
         return partition_keys_from_tags(self.tags)
+
+    @property
+    def builds(self) -> bool:
+        """Whether the step materializes its asset (not when only the asset's checks were selected)."""
+        return dg.AssetKey(self.asset) in self.context.selected_asset_keys
+
+    def runs_check(self, name: str) -> bool:
+        """Whether the step evaluates the asset's check ``name`` (it may be left out of the selection)."""
+        return dg.AssetCheckKey(dg.AssetKey(self.asset), name) in self.context.selected_asset_check_keys
 
     @property
     def ledger(self):
@@ -162,14 +225,53 @@ class Step:
         )
 
     def record_checks(self, outcomes: Iterable[CheckOutcome]) -> list[dg.AssetCheckResult]:
-        """Write each partition's result to the ledger and return Dagster check results."""
-        results = []
-        at = self.now()
+        """Write each partition's result to the ledger and return one Dagster check result per check."""
+        outcomes = list(outcomes)
         with self.ledger.transaction():
-            self._record_check_rows(outcomes, at)
-        for outcome in outcomes:
-            results.append(outcome.to_result())
-        return results
+            self._record_check_rows(outcomes, self.now())
+        return [outcome.to_result() for outcome in outcomes]
+
+    def report_checks(self, outcomes: Iterable[CheckOutcome]) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
+        """Write each partition's result to the ledger and yield the checks' per-partition evaluations.
+
+        Yield these after the step's materializations: a failed blocking check
+        then fails the step once its data is published, and nothing downstream
+        builds.
+        """
+        selected = self.context.selected_asset_check_keys
+        outcomes = [o for o in outcomes if dg.AssetCheckKey(dg.AssetKey(o.asset), o.name) in selected]
+        with self.ledger.transaction():
+            self._record_check_rows(outcomes, self.now())
+        unpartitioned = self._checks_planned_unpartitioned()
+        evaluations = [
+            e
+            for outcome in outcomes
+            for e in outcome.to_evaluations(per_partition=(outcome.asset, outcome.name) not in unpartitioned)
+        ]
+        yield from partitioned_check_events(self.check_output_names(), selected, evaluations)
+
+    def _checks_planned_unpartitioned(self) -> set[tuple[str, str]]:
+        """The checks Dagster planned once for the whole run rather than per partition.
+
+        A run that materializes the asset plans its checks per partition; a run
+        of checks alone (nothing materialized) plans them once, without a
+        partition. Each check is reported the way it was planned, so every
+        planned row gets its result.
+        """
+        planned = self.context.instance.get_records_for_run(
+            self.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED, limit=_MAX_PLANNED
+        ).records
+        return {
+            (data.asset_key.to_user_string(), data.check_name)
+            for data in (r.event_log_entry.dagster_event.asset_check_planned_data for r in planned)
+            if data.partitions_subset is None
+        }
+
+    def check_output_names(self) -> dict[dg.AssetCheckKey, str]:
+        """The output of this step's definition that stands for each of its checks."""
+        context = self.context
+        assets_def = context.assets_def if isinstance(context, dg.AssetExecutionContext) else context.op_execution_context.assets_def
+        return {spec.key: name for name, spec in assets_def.check_specs_by_output_name.items()}
 
     def _record_check_rows(self, outcomes, at) -> None:
         for outcome in outcomes:

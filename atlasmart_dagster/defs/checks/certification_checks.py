@@ -32,9 +32,8 @@ from ...product.serving import HELD, AssetState, PartitionStatus, partition_stat
 from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from ..assets.step import Step
+from ..assets.step import Step, partitioned_check_events
 from ..resources import AtlasmartResource
-from .slo_checks import partitioned_check_events
 
 CERTIFICATION_STATE = "certification_state"
 AWAITING_CERTIFICATION = "AWAITING_CERTIFICATION"

@@ -26,7 +26,7 @@ correct data.
 """
 
 from datetime import datetime
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Sequence
 
 import dagster as dg
 
@@ -44,7 +44,7 @@ from ...product.slo import (
 )
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from ..assets.step import Step
+from ..assets.step import Step, partitioned_check_events
 from ..resources import AtlasmartResource
 
 SLO_ASSETS = ("mart_finance_daily_sales", "mart_executive_revenue")
@@ -166,28 +166,6 @@ def report_slo_checks(instance: dg.DagsterInstance, results: Iterable[SloResult]
 def slo_reporter(instance: dg.DagsterInstance | None):
     """``report_slos`` for ``certify_run``: report to ``instance`` (nothing without one)."""
     return None if instance is None else (lambda results: report_slo_checks(instance, results))
-
-
-def partitioned_check_events(
-    output_names: Mapping[dg.AssetCheckKey, str],
-    selected: Iterable[dg.AssetCheckKey],
-    evaluations: Iterable[dg.AssetCheckEvaluation],
-) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
-    """What a check step yields to report one evaluation per partition.
-
-    An ``AssetCheckResult`` carries no partition, and in a range run Dagster
-    records it without one, while it planned the check once per partition of
-    the run: every planned partition would stay "Skipped" in the check's
-    history. So the step yields each check's output (what an
-    ``AssetCheckResult`` yields for it) and then its per-partition evaluations,
-    which complete the planned rows.
-    """
-    by_key: dict[dg.AssetCheckKey, list[dg.AssetCheckEvaluation]] = {}
-    for evaluation in evaluations:
-        by_key.setdefault(evaluation.asset_check_key, []).append(evaluation)
-    for key in sorted(selected, key=lambda k: (k.asset_key.to_user_string(), k.name)):
-        yield dg.Output(None, output_name=output_names[key])
-        yield from by_key.get(key, [])
 
 
 @dg.multi_asset_check(
