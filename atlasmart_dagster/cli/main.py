@@ -36,14 +36,29 @@ import dagster as dg
 
 from ..defs.partitions import FIRST_SALES_DATE
 from ..errors import AtlasmartError, UsageError
-from . import access, batches, bench, demo, drills, gameday, incidents, inspecting, observability, operations, recovery
+from . import (
+    access,
+    batches,
+    bench,
+    demo,
+    drills,
+    gameday,
+    incidents,
+    inspecting,
+    migrate,
+    observability,
+    operations,
+    recovery,
+)
 from .context import CliContext
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-COMMAND_MODULES = [demo, inspecting, operations, batches, gameday, incidents, recovery, access, observability, drills, bench]
+COMMAND_MODULES = [
+    demo, inspecting, operations, batches, gameday, incidents, recovery, migrate, access, observability, drills, bench,
+]
 
 
 def cmd_dagster_home(args: argparse.Namespace, ctx: CliContext) -> int:

@@ -27,6 +27,10 @@ is a finding about that partition, never a crash.
 
 Iceberg metadata holds absolute file paths, so a backup restores into the
 home path it was taken from.
+
+Backup and restore cover the embedded home; in the team deployment they are
+refused (``TEAM_BACKUP``): the database is backed up with Postgres' own tools
+and the shared folder with a filesystem snapshot. Verify works in both.
 """
 
 from __future__ import annotations
@@ -85,6 +89,14 @@ LAYER_TABLES = (RAW_ORDER_LINES, FACT_SALES, AGG_DAILY_SALES, METRIC_GROSS_REVEN
 FILE_HOOKS: list[Callable[[Path, Path], None]] = []
 
 
+TEAM_BACKUP = (
+    "atlasmart backup and restore cover the embedded home only. In the team deployment back up the database "
+    "(ledger and catalog) with pg_dump or point-in-time recovery, then take a filesystem snapshot of the shared "
+    "folder {shared} (database first, so every file the catalog names is in the snapshot; no `atlasmart maintain` "
+    "in between); restore both together, then run `atlasmart verify`"
+)
+
+
 class RecoveryError(AtlasmartError):
     """A backup is unusable, a restore could not complete, or a rollback target is wrong."""
 
@@ -136,8 +148,10 @@ def backup(platform: Platform, destination: Path, label: str | None = None) -> d
 
     It is written into a hidden ``.<id>.partial`` folder renamed into place at
     the end, so a failure (a full disk) leaves no half backup: the partial
-    folder is removed and the error is one ``RecoveryError``.
+    folder is removed and the error is one ``RecoveryError``. Refused in the team deployment.
     """
+    if platform.home.team:
+        raise RecoveryError(TEAM_BACKUP.format(shared=platform.home.shared_root))
     backup_id = label or platform.ledger.allocate_id("BK")
     target = Path(destination) / backup_id
     if target.exists():
@@ -258,8 +272,10 @@ def restore(backup_dir: Path, home: AtlasmartHome, at: datetime) -> dict[str, An
     (``<home>.damaged-<time>``); rename the staging folder into place; move
     what is not the product's data (Dagster instance, clock, artifacts) back
     into the new home. Any failure before the swap removes the staging folder
-    and leaves the home untouched; a failed swap puts the home back.
+    and leaves the home untouched; a failed swap puts the home back. Refused in the team deployment.
     """
+    if home.team:
+        raise RecoveryError(TEAM_BACKUP.format(shared=home.shared_root))
     backup_dir = Path(backup_dir)
     manifest = _load_complete_backup(backup_dir)
     backup_id = manifest["backup_id"]
@@ -362,9 +378,10 @@ def _read_failure(exc: BaseException) -> tuple[str, str]:
 
 
 def _missing_files(wh: Warehouse, spec: TableSpec, partition: str, snapshot_id: int | None) -> list[str]:
-    """Data files of one partition at a snapshot that are not on disk, relative to the home."""
+    """Data files of one partition at a snapshot that are not on disk, relative to the home (or shared folder)."""
     files = wh.data_files(spec, [partition], snapshot_id)
-    return [str(Path(f).relative_to(wh.home.root)) if Path(f).is_relative_to(wh.home.root) else f
+    root = wh.home.data_root
+    return [str(Path(f).relative_to(root)) if Path(f).is_relative_to(root) else f
             for f in files if not Path(f).exists()]
 
 
