@@ -1,11 +1,17 @@
-"""The benchmark: our Dagster materialization against the pure-DuckDB limit, on the same data.
+"""The benchmark: our Dagster materialization against the pure-DuckDB limit and a dagster-dbt peer, on the same data.
 
+Three implementations of the chain run on each generated landing zone: the
+pure-DuckDB reference (the floor), ours, and the peer (the same pipeline as
+a dbt project on dbt-duckdb, orchestrated by dagster-dbt, ``peer.py``).
 Each measurement runs in its own process (spawned), so peak RSS is the
 process's own and nothing stays warm between measurements by accident.
 "Warm" measurements first run a different day in the same process (imports,
 definitions and the DuckDB engine loaded), then time the day that counts.
-Every benchmarked run is checked against the generator's expected controls,
-and the run must certify every day it built.
+A scenario is measured ``repeats`` times, the implementations interleaved
+(ours before the peer, then the peer before ours), and reports medians.
+Every benchmarked run is checked against the generator's expected controls;
+our run must certify every day it built. The peer is imported only when a
+scenario runs it, and reported as not installed without the ``bench`` extra.
 """
 
 from __future__ import annotations
@@ -14,7 +20,10 @@ import json
 import multiprocessing as mp
 import os
 import platform as host
+import queue as queue_module
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -37,22 +46,28 @@ class Scenario:
     mode: str  # "day" (warm, one partition), "range" (one run), "per_partition", "cli"
     target: float | None = None  # allowed ratio ours/reference
     description: str = ""
+    peer_target: float | None = None  # allowed ratio ours/peer
+    peer: bool = True  # also run the dagster-dbt peer
+    repeats: int = 3  # measurements per implementation; the table shows medians
 
 
 FULL = [
     Scenario("day_10k", 1, 10_000, "day", description="one 10k-row day, warm in-process"),
-    Scenario("day_100k", 1, 100_000, "day", 2.5, "one 100k-row day, warm in-process"),
-    Scenario("day_1m", 1, 1_000_000, "day", 1.5, "one 1M-row day"),
-    Scenario("range_30x100k", 30, 100_000, "range", 1.5, "30 days x 100k, one run"),
-    Scenario("range_365x100k", 365, 100_000, "range", 1.5, "365 days x 100k, one run"),
+    Scenario("day_100k", 1, 100_000, "day", 2.5, "one 100k-row day, warm in-process", peer_target=0.2),
+    Scenario("day_1m", 1, 1_000_000, "day", 1.5, "one 1M-row day", peer_target=0.5),
+    Scenario("range_30x100k", 30, 100_000, "range", 1.5, "30 days x 100k, one run", peer_target=0.5),
+    Scenario("range_365x100k", 365, 100_000, "range", 1.5, "365 days x 100k, one run", peer_target=0.5),
     Scenario("per_partition_30x100k", 30, 100_000, "per_partition", None, "30 days x 100k, one run per day"),
-    Scenario("cli_materialize_100k", 1, 100_000, "cli", None, "`dagster asset materialize` one day, cold process (target <= 5 s wall)"),
+    Scenario("cli_materialize_100k", 1, 100_000, "cli", None,
+             "`dagster asset materialize` one day, cold process (target <= 5 s wall)", peer_target=0.3),
 ]
+# Under two minutes on two cores: the peer (and the repeats) on the scenario with the tightest peer target only.
 QUICK = [
-    Scenario("day_10k", 1, 10_000, "day", description="one 10k-row day, warm in-process"),
-    Scenario("day_100k", 1, 100_000, "day", 2.5, "one 100k-row day, warm in-process"),
-    Scenario("range_7x100k", 7, 100_000, "range", 1.5, "7 days x 100k, one run"),
-    Scenario("per_partition_7x20k", 7, 20_000, "per_partition", None, "7 days x 20k, one run per day"),
+    Scenario("day_10k", 1, 10_000, "day", description="one 10k-row day, warm in-process", peer=False, repeats=1),
+    Scenario("day_100k", 1, 100_000, "day", 2.5, "one 100k-row day, warm in-process", peer_target=0.2),
+    Scenario("range_7x100k", 7, 100_000, "range", 1.5, "7 days x 100k, one run", peer=False, repeats=1),
+    Scenario("per_partition_7x20k", 7, 20_000, "per_partition", None, "7 days x 20k, one run per day",
+             peer=False, repeats=1),
 ]
 
 def _peak_rss_mb() -> float:
@@ -111,6 +126,21 @@ def _ours_child(landing: str, home: str, days: list[str], warm_day: str | None, 
     })
 
 
+def _peer_child(landing: str, workdir: str, target_dir: str, days: list[str], warm_day: str | None, mode: str,
+                first_day: str, queue) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    sys.stdout = open(os.devnull, "w")  # dagster-dbt echoes every dbt log line to stdout
+    from .peer import run_peer
+
+    result = run_peer(Path(workdir), Path(landing), days, first_day, Path(target_dir), warm_day=warm_day,
+                      mode="per_partition" if mode == "per_partition" else "range")
+    # the dbt build runs in a subprocess: the larger of this process and its largest child
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    queue.put({**result, "peak_rss_mb": max(_peak_rss_mb(), children)})
+
+
 def _in_child(target, *args, first_day: str = FIRST_SALES_DATE) -> dict:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -125,9 +155,22 @@ def _in_child(target, *args, first_day: str = FIRST_SALES_DATE) -> dict:
             os.environ.pop("ATLASMART_FIRST_SALES_DATE")
         else:
             os.environ["ATLASMART_FIRST_SALES_DATE"] = previous
-    result = queue.get(timeout=7200)
+    deadline = time.monotonic() + 7200
+    while True:
+        try:
+            result = queue.get(timeout=5)
+            break
+        except queue_module.Empty:
+            if not process.is_alive() or time.monotonic() > deadline:
+                # killed (out of memory) or hung: report it instead of waiting for a result that never comes
+                process.kill()
+                raise ChildDied(f"{target.__name__} ended without a result (exit code {process.exitcode})")
     process.join(timeout=60)
     return result
+
+
+class ChildDied(RuntimeError):
+    """A measured process ended (or hung) without reporting a result."""
 
 
 def _cli_materialize(landing: Path, home: Path, day: str) -> dict:
@@ -146,6 +189,43 @@ def _cli_materialize(landing: Path, home: Path, day: str) -> dict:
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     return {"seconds": wall, "success": result.returncode == 0, "failures": [result.stderr[-500:]] if result.returncode else []}
+
+
+def _cli_peer(landing: Path, workdir: Path, target_dir: Path, day: str, first_day: str) -> dict:
+    """The peer's own `dagster asset materialize` of one partition from a cold process (manifest prepared beforehand)."""
+    from .peer import DUCKDB_ENV, peer_environment, read_controls
+
+    dagster_home = workdir / "dagster"
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    peer_env = peer_environment(workdir, landing, target_dir)
+    env = {**os.environ, **peer_env, "DAGSTER_HOME": str(dagster_home), "ATLASMART_FIRST_SALES_DATE": first_day}
+    command = [str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
+               "atlasmart_dagster.bench.peer_definitions", "--select", "*", "--partition", day]
+    started = time.perf_counter()
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    ok = result.returncode == 0
+    controls = read_controls(peer_env[DUCKDB_ENV], [day]) if ok else {}
+    return {"seconds": wall, "success": ok, "failures": [result.stderr[-500:]] if not ok else [], "runs": 1,
+            "controls": {d: c.to_json() for d, c in controls.items()}}
+
+
+def _prepare_peer(workdir: Path, landing: Path) -> tuple[Path | None, str]:
+    """Parse the peer's dbt project once (its deployment step); (target folder, status) or (None, why not)."""
+    from . import peer
+
+    if not peer.installed():
+        return None, peer.NOT_INSTALLED
+    target = workdir / "peer_target"
+    target.mkdir(parents=True, exist_ok=True)
+    with peer.environment(peer.peer_environment(workdir / "peer_prepare", landing, target)):
+        peer.prepare(target)
+    return target, "ran"
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
 
 
 def _first_day(days: int) -> str:
@@ -180,12 +260,53 @@ def machine() -> dict[str, Any]:
     import pyarrow
     import pyiceberg
 
+    from importlib import metadata
+
+    peer_versions = {}
+    for key, dist in (("dagster_dbt", "dagster-dbt"), ("dbt_core", "dbt-core"), ("dbt_duckdb", "dbt-duckdb")):
+        try:
+            peer_versions[key] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            peer_versions[key] = None
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": mem_gb, "python": host.python_version(),
             "dagster": dagster.__version__, "duckdb": duckdb.__version__, "pyiceberg": pyiceberg.__version__,
-            "pyarrow": pyarrow.__version__, "platform": host.platform()}
+            "pyarrow": pyarrow.__version__, "platform": host.platform(), **peer_versions}
 
 
-def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: bool | None = None) -> dict:
+def _measure_ours(scenario: Scenario, landing: Path, home: Path, days: list[str], warm: str | None,
+                  first_day: str, expected: dict) -> dict:
+    if home.exists():
+        shutil.rmtree(home)
+    if scenario.mode == "cli":
+        ours = _cli_materialize(landing, home, days[0])
+        return {**ours, "correct": ours["success"]}
+    ours = _in_child(_ours_child, str(landing), str(home), days, warm, scenario.mode, first_day=first_day)
+    return {**ours, "correct": ours["success"] and ours["certified"] == len(days) and _check(expected, ours["controls"], days)}
+
+
+def _measure_peer(scenario: Scenario, landing: Path, workdir: Path, target: Path, days: list[str], warm: str | None,
+                  first_day: str, expected: dict) -> dict:
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    if scenario.mode == "cli":
+        peer = _cli_peer(landing, workdir, target, days[0], first_day)
+    else:
+        try:
+            peer = _in_child(_peer_child, str(landing), str(workdir), str(target), days, warm, scenario.mode,
+                             first_day, first_day=first_day)
+        except ChildDied as died:
+            peer = {"seconds": 0.0, "success": False, "failures": [str(died)], "runs": 0, "controls": {}}
+    return {**peer, "correct": peer["success"] and _check(expected, peer["controls"], days)}
+
+
+def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: bool | None = None,
+                  repeats: int | None = None, with_peer: bool = True) -> dict:
+    """Run the scenarios; write results.json, RESULTS.md and chart.png to ``out``; return the report.
+
+    ``repeats`` overrides every scenario's number of measurements;
+    ``with_peer=False`` leaves the dagster-dbt peer out.
+    """
     scenarios = QUICK if quick else FULL
     workdir.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -193,6 +314,8 @@ def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: 
     results = []
     progress = Progress("bench", len(scenarios), enabled=show_progress)
     total_rows = 0
+    peer_target: Path | None = None
+    peer_status = "not run (--no-peer)" if not with_peer else ""
     for n, scenario in enumerate(scenarios):
         days_needed = scenario.days + (1 if scenario.mode == "day" else 0)
         key = (scenario.rows, days_needed)
@@ -206,54 +329,99 @@ def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: 
             gen_progress.done(days_needed * scenario.rows)
             datasets[key] = reuse = (folder, expected)
         folder, expected = reuse
+        landing = folder / "landing"
         all_days = sorted(expected["days"])
         if scenario.mode == "day":
             warm, days = all_days[0], [all_days[1]]
         else:
             warm, days = None, all_days[: scenario.days]
+        first_day = min(all_days[0], FIRST_SALES_DATE)
         rows = scenario.rows * len(days)
-        home = workdir / f"home_{scenario.name}"
-        if home.exists():
-            import shutil
-
-            shutil.rmtree(home)
-        reference = _in_child(_reference_child, str(folder / "landing"), days, str(workdir / f"ref_{scenario.name}"))
-        if scenario.mode == "cli":
-            ours = _cli_materialize(folder / "landing", home, days[0])
-            ours_ok = ours["success"]
-        else:
-            ours = _in_child(_ours_child, str(folder / "landing"), str(home), days, warm, scenario.mode,
-                             first_day=min(all_days[0], FIRST_SALES_DATE))
-            ours_ok = ours["success"] and ours["certified"] == len(days) and _check(expected, ours["controls"], days)
-        ratio = ours["seconds"] / reference["seconds"] if reference["seconds"] else None
-        results.append({
+        run_peer = with_peer and scenario.peer
+        if run_peer and not peer_status:
+            peer_target, peer_status = _prepare_peer(workdir, landing)
+        run_peer = run_peer and peer_target is not None
+        references, ours_runs, peer_runs = [], [], []
+        for rep in range(repeats or scenario.repeats):
+            references.append(_in_child(_reference_child, str(landing), days, str(workdir / f"ref_{scenario.name}")))
+            measure_ours = lambda: ours_runs.append(  # noqa: E731
+                _measure_ours(scenario, landing, workdir / f"home_{scenario.name}_{rep}", days, warm, first_day, expected))
+            measure_peer = lambda: peer_runs.append(  # noqa: E731
+                _measure_peer(scenario, landing, workdir / f"peer_{scenario.name}_{rep}", peer_target, days, warm,
+                              first_day, expected))
+            # A/B interleaved: ours first on even repeats, the peer first on odd ones
+            order = [measure_ours, measure_peer] if rep % 2 == 0 else [measure_peer, measure_ours]
+            for measure in order if run_peer else [measure_ours]:
+                measure()
+        reference_s = _median([r["seconds"] for r in references])
+        ours_s = _median([r["seconds"] for r in ours_runs])
+        ratio = ours_s / reference_s if reference_s else None
+        result = {
             **asdict(scenario),
+            "repeats": len(ours_runs),
             "partitions": len(days),
             "total_rows": rows,
-            "reference_seconds": round(reference["seconds"], 3),
-            "reference_peak_rss_mb": round(reference["peak_rss_mb"]),
-            "reference_correct": _check(expected, reference["controls"], days),
-            "ours_seconds": round(ours["seconds"], 3),
-            "ours_certify_seconds": round(ours.get("certify_seconds", 0.0), 3),
-            "ours_peak_rss_mb": round(ours.get("peak_rss_mb", 0)) or None,
-            "ours_runs": ours.get("runs", 1),
-            "ours_correct": ours_ok,
-            "failures": ours.get("failures", []),
+            "reference_seconds": round(reference_s, 3),
+            "reference_seconds_runs": [round(r["seconds"], 3) for r in references],
+            "reference_peak_rss_mb": round(max(r["peak_rss_mb"] for r in references)),
+            "reference_correct": all(_check(expected, r["controls"], days) for r in references),
+            "ours_seconds": round(ours_s, 3),
+            "ours_seconds_runs": [round(r["seconds"], 3) for r in ours_runs],
+            "ours_certify_seconds": round(_median([r.get("certify_seconds", 0.0) for r in ours_runs]), 3),
+            "ours_peak_rss_mb": round(max(r.get("peak_rss_mb", 0) for r in ours_runs)) or None,
+            "ours_runs": ours_runs[0].get("runs", 1),
+            "ours_correct": all(r["correct"] for r in ours_runs),
+            "failures": [f for r in ours_runs for f in r.get("failures", [])][:3],
             "ratio": round(ratio, 2) if ratio else None,
-            "seconds_per_partition": round(ours["seconds"] / len(days), 3),
-            "rows_per_second": round(rows / ours["seconds"]),
-            "reference_rows_per_second": round(rows / reference["seconds"]),
+            "seconds_per_partition": round(ours_s / len(days), 3),
+            "rows_per_second": round(rows / ours_s),
+            "reference_rows_per_second": round(rows / reference_s),
             "met": None if scenario.target is None else bool(ratio is not None and ratio <= scenario.target),
-        })
+            **_peer_result(scenario, peer_runs, ours_s, rows, len(days),
+                           peer_status if scenario.peer else "not run in this scenario"),
+        }
+        results.append(result)
         total_rows += rows
         progress.update(n + 1, total_rows, force=True)
     progress.done(total_rows)
     report = {"machine": machine(), "quick": quick, "results": results,
-              "all_correct": all(r["ours_correct"] and r["reference_correct"] for r in results)}
+              "peer": peer_status or "not run in these scenarios",
+              "all_correct": all(r["ours_correct"] and r["reference_correct"] and r["peer_correct"] is not False
+                                 for r in results)}
     (out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "RESULTS.md").write_text(markdown(report))
     chart(report, out / "chart.png")
     return report
+
+
+def _peer_result(scenario: Scenario, runs: list[dict], ours_seconds: float, rows: int, partitions: int,
+                 status: str) -> dict:
+    """The peer's columns of one scenario (None where the peer did not run, with the reason in peer_status)."""
+    if not runs:
+        return {"peer_status": status, "peer_seconds": None,
+                "peer_seconds_runs": [], "peer_peak_rss_mb": None, "peer_runs": None, "peer_checks_passed": None,
+                "peer_correct": None, "peer_failures": [], "peer_ratio": None, "peer_met": None,
+                "peer_rows_per_second": None, "peer_seconds_per_partition": None}
+    peer_s = _median([r["seconds"] for r in runs if r["success"]])  # a failed run's time means nothing
+    ratio = ours_seconds / peer_s if peer_s else None
+    return {
+        "peer_status": "ran",
+        "peer_seconds": round(peer_s, 3),
+        "peer_seconds_runs": [round(r["seconds"], 3) for r in runs],
+        "peer_peak_rss_mb": round(max(r.get("peak_rss_mb", 0) for r in runs)) or None,
+        "peer_runs": runs[0].get("runs", 1),
+        "peer_checks_passed": runs[0].get("checks_passed"),
+        "peer_correct": all(r["correct"] for r in runs),
+        "peer_failures": [f for r in runs for f in r.get("failures", [])][:3],
+        "peer_ratio": round(ratio, 2) if ratio else None,
+        "peer_met": None if scenario.peer_target is None else bool(ratio is not None and ratio <= scenario.peer_target),
+        "peer_rows_per_second": round(rows / peer_s) if peer_s else None,
+        "peer_seconds_per_partition": round(peer_s / partitions, 3),
+    }
+
+
+def _yes_no(met: bool | None) -> str:
+    return "yes" if met else ("-" if met is None else "no")
 
 
 def markdown(report: dict) -> str:
@@ -262,29 +430,58 @@ def markdown(report: dict) -> str:
         "# AtlasMart benchmark" + (" (quick)" if report["quick"] else ""),
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB RAM; Python {m['python']}, Dagster "
-        f"{m['dagster']}, DuckDB {m['duckdb']}, pyiceberg {m['pyiceberg']}, pyarrow {m['pyarrow']}.",
+        f"{m['dagster']}, DuckDB {m['duckdb']}, pyiceberg {m['pyiceberg']}, pyarrow {m['pyarrow']}"
+        + (f", dagster-dbt {m['dagster_dbt']}, dbt-core {m['dbt_core']}, dbt-duckdb {m['dbt_duckdb']}"
+           if m.get("dagster_dbt") else "") + ".",
         "",
         "Reference: pure DuckDB (gate -> fact -> agg -> controls -> fingerprint, Parquet out, no orchestration). "
         "Ours: the Dagster run of the whole chain (raw -> staging + quarantine -> fact -> agg -> metric -> marts, "
         "with every check, Iceberg commits and the ledger); certification after the run is shown separately. "
+        "Peer: the same chain as a dbt project on dbt-duckdb run by dagster-dbt (`@dbt_assets` over daily "
+        "partitions, `dbt build --vars` with the window, dbt tests as asset checks, tables in one DuckDB file; "
+        "no raw store, Iceberg, ledger or certification). "
+        "Seconds are medians of the repeats, the implementations interleaved in each repeat. "
         "Every run is checked against the generator's expected controls.",
         "",
-        "| scenario | partitions | rows | reference s | ours s | ratio | target | met | ours rows/s | s/partition "
+        "| scenario | partitions | rows | repeats | reference s | ours s | ratio | target | met | ours rows/s | s/partition "
         "| certify s | peak RSS ref / ours MB | correct |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
         lines.append(
-            f"| {r['name']} | {r['partitions']} | {r['total_rows']:,} | {r['reference_seconds']} | {r['ours_seconds']} "
-            f"| {r['ratio']} | {r['target'] or '-'} | {'yes' if r['met'] else ('-' if r['met'] is None else 'no')} "
+            f"| {r['name']} | {r['partitions']} | {r['total_rows']:,} | {r['repeats']} | {r['reference_seconds']} "
+            f"| {r['ours_seconds']} | {r['ratio']} | {r['target'] or '-'} | {_yes_no(r['met'])} "
             f"| {r['rows_per_second']:,} | {r['seconds_per_partition']} | {r['ours_certify_seconds']} "
-            f"| {r['reference_peak_rss_mb']} / {r['ours_peak_rss_mb'] or '-'} | {'yes' if r['ours_correct'] and r['reference_correct'] else 'NO'} |"
+            f"| {r['reference_peak_rss_mb']} / {r['ours_peak_rss_mb'] or '-'} "
+            f"| {'yes' if r['ours_correct'] and r['reference_correct'] else 'NO'} |"
+        )
+    lines += [
+        "",
+        "## Ours against the dagster-dbt peer",
+        "",
+        "Ratio is ours / peer (below 1: ours is faster). The peer's peak RSS is its Dagster process or its dbt "
+        "subprocess, whichever is larger.",
+        "",
+        "| scenario | peer s | ours s | ours / peer | target | met | peer rows/s | peer s/partition "
+        "| peer peak RSS MB | dbt tests passed | peer correct |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["results"]:
+        if r["peer_seconds"] is None:
+            lines.append(f"| {r['name']} | {r['peer_status']} | {r['ours_seconds']} | - "
+                         f"| {r['peer_target'] or '-'} | - | - | - | - | - | - |")
+            continue
+        lines.append(
+            f"| {r['name']} | {r['peer_seconds']} | {r['ours_seconds']} | {r['peer_ratio']} | {r['peer_target'] or '-'} "
+            f"| {_yes_no(r['peer_met'])} | {r['peer_rows_per_second']:,} | {r['peer_seconds_per_partition']} "
+            f"| {r['peer_peak_rss_mb'] or '-'} | {r['peer_checks_passed'] if r['peer_checks_passed'] is not None else '-'} "
+            f"| {'yes' if r['peer_correct'] else 'NO'} |"
         )
     return "\n".join(lines) + "\n"
 
 
 def chart(report: dict, path: Path) -> bool:
-    """Time per partition and peak memory against rows (PNG); False if matplotlib is not installed."""
+    """Time per partition, both ratios (ours/reference, ours/peer) and peak memory (PNG); False without matplotlib."""
     try:
         import matplotlib
 
@@ -292,22 +489,42 @@ def chart(report: dict, path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    results = [r for r in report["results"] if r["mode"] != "cli"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    all_results = report["results"]
+    results = [r for r in all_results if r["mode"] != "cli"]
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.5))
     names = [r["name"] for r in results]
-    x = range(len(results))
-    left.bar([i - 0.2 for i in x], [r["reference_seconds"] / r["partitions"] for r in results], 0.4, label="pure DuckDB")
-    left.bar([i + 0.2 for i in x], [r["seconds_per_partition"] for r in results], 0.4, label="AtlasMart on Dagster")
-    left.set_xticks(list(x), names, rotation=30, ha="right", fontsize=8)
+    x = list(range(len(results)))
+    peer = [r["peer_seconds_per_partition"] or 0 for r in results]
+    left.bar([i - 0.27 for i in x], [r["reference_seconds"] / r["partitions"] for r in results], 0.27, label="pure DuckDB")
+    left.bar(x, [r["seconds_per_partition"] for r in results], 0.27, label="AtlasMart on Dagster")
+    left.bar([i + 0.27 for i in x], peer, 0.27, label="dagster-dbt peer")
+    left.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
     left.set_ylabel("seconds per partition")
     left.set_yscale("log")
-    left.legend()
+    left.legend(fontsize=8)
+    rx = list(range(len(all_results)))
+    # bars start at 1 (parity): up is slower than the other, down is faster
+    for offset, key, label in ((-0.2, "ratio", "ours / pure DuckDB"), (0.2, "peer_ratio", "ours / peer")):
+        shown = [(i + offset, r[key]) for i, r in enumerate(all_results) if r[key]]
+        middle.bar([i for i, _ in shown], [v - 1 for _, v in shown], 0.4, bottom=1, label=label)
+    for i, r in enumerate(all_results):
+        if r["target"]:
+            middle.plot([i - 0.4, i], [r["target"]] * 2, "k--", linewidth=1)
+        if r["peer_target"]:
+            middle.plot([i, i + 0.4], [r["peer_target"]] * 2, "k:", linewidth=1)
+    middle.axhline(1.0, color="grey", linewidth=0.5)
+    middle.set_xticks(rx, [r["name"] for r in all_results], rotation=30, ha="right", fontsize=8)
+    middle.set_ylabel("time ratio (dashed/dotted: target)")
+    middle.set_yscale("log")
+    middle.legend(fontsize=8)
     right.plot([r["total_rows"] for r in results], [r["reference_peak_rss_mb"] for r in results], "o", label="pure DuckDB")
     right.plot([r["total_rows"] for r in results], [r["ours_peak_rss_mb"] or 0 for r in results], "s", label="AtlasMart")
+    with_peer = [r for r in results if r["peer_peak_rss_mb"]]
+    right.plot([r["total_rows"] for r in with_peer], [r["peer_peak_rss_mb"] for r in with_peer], "^", label="dagster-dbt peer")
     right.set_xscale("log")
     right.set_xlabel("rows in the scenario")
     right.set_ylabel("peak RSS (MB)")
-    right.legend()
+    right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

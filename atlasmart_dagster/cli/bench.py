@@ -26,12 +26,13 @@ def cmd_generate(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, ctx: CliContext) -> int:
-    """Time our Dagster runs against the pure-DuckDB reference; write results.json, RESULTS.md and chart.png."""
+    """Time our Dagster runs against the pure-DuckDB reference and the dagster-dbt peer; write results.json, RESULTS.md and chart.png."""
     from ..bench.runner import run_benchmark  # lazy: loaded by its command only
 
     workdir = Path(args.workdir) if args.workdir else ctx.platform.home.root / "bench"
     out = Path(args.out) if args.out else workdir / "results"
-    report = run_benchmark(workdir, out, quick=args.quick, show_progress=None if not ctx.as_json else False)
+    report = run_benchmark(workdir, out, quick=args.quick, show_progress=None if not ctx.as_json else False,
+                           repeats=args.repeats, with_peer=not args.no_peer)
     if ctx.as_json:
         print_json(report)
     else:
@@ -48,7 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="folder (landing/ and expected.json are written there)")
     p.set_defaults(handler=cmd_generate)
     p = sub.add_parser("bench", help=cmd_bench.__doc__, description=cmd_bench.__doc__)
-    p.add_argument("--quick", action="store_true", help="small scenarios (under two minutes)")
+    p.add_argument("--quick", action="store_true", help="small scenarios, the peer on one of them (under two minutes)")
+    p.add_argument("--repeats", type=int, help="measurements per implementation and scenario (default: the "
+                   "scenario's, 3 where the peer runs); the tables show medians")
+    p.add_argument("--no-peer", action="store_true",
+                   help="leave out the dagster-dbt peer (it needs the bench extra: pip install atlasmart_dagster[bench])")
     p.add_argument("--workdir", help="scratch folder for data and homes (default <home>/bench)")
     p.add_argument("--out", help="where results go (default <workdir>/results)")
     p.set_defaults(handler=cmd_bench)

@@ -1,4 +1,4 @@
-"""The generator's answers are right, and the quick benchmark runs end to end."""
+"""The generator's answers are right, and the quick benchmark (with its dagster-dbt peer) runs end to end."""
 
 import json
 
@@ -56,5 +56,15 @@ def test_quick_benchmark(tmp_path, capsys):
     assert code == 0
     report = json.loads((tmp_path / "out" / "results.json").read_text())
     assert report["all_correct"] and {r["name"] for r in report["results"]} >= {"day_100k", "range_7x100k"}
-    assert (tmp_path / "out" / "RESULTS.md").read_text().startswith("# AtlasMart benchmark (quick)")
+    from atlasmart_dagster.bench import peer
+
+    with_peer = {r["name"]: r for r in report["results"] if r["peer"]}
+    assert list(with_peer) == ["day_100k"]  # the dagster-dbt peer, on one scenario in quick mode
+    if peer.installed():
+        assert with_peer["day_100k"]["peer_correct"] and with_peer["day_100k"]["repeats"] >= 3
+        assert with_peer["day_100k"]["peer_ratio"]
+    else:
+        assert with_peer["day_100k"]["peer_status"] == peer.NOT_INSTALLED
+    results_md = (tmp_path / "out" / "RESULTS.md").read_text()
+    assert results_md.startswith("# AtlasMart benchmark (quick)") and "## Ours against the dagster-dbt peer" in results_md
     assert (tmp_path / "out" / "chart.png").stat().st_size > 1000
