@@ -26,6 +26,11 @@ class AtlasmartResource(dg.ConfigurableResource):
         default=DEFAULT_CHUNK_ROWS,
         description="Rows processed per chunk when a run covers many partitions (bounds memory).",
     )
+    embedded: bool = Field(
+        default=False,
+        description="A self-contained home even where the team settings ($ATLASMART_DATABASE_URL) are set "
+        "(drills: a rehearsal never writes into the team's shared state).",
+    )
 
     _platform: Platform | None = PrivateAttr(default=None)
 
@@ -37,5 +42,6 @@ class AtlasmartResource(dg.ConfigurableResource):
                 landing=self.landing or None,
                 clock=self.clock or None,
                 chunk_rows=self.chunk_rows,
+                embedded=self.embedded,
             )
         return self._platform

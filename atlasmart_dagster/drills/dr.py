@@ -59,7 +59,7 @@ def _controls_without(platform: Platform, orders: list[str]) -> ControlTuple:
 
 def _fresh(world: DrillWorld) -> Platform:
     """After a restore the files under the platform changed: open it anew."""
-    return Platform.open(home=world.platform.home.root, landing=world.landing, clock="logical")
+    return Platform.open(home=world.platform.home.root, landing=world.landing, clock="logical", embedded=True)
 
 
 def run_drill(workdir: Path, ephemeral_instance: bool = False, log_level: str | None = "CRITICAL") -> dict[str, Any]:

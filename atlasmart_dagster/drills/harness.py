@@ -59,7 +59,10 @@ class DrillWorld:
         self.withheld = self.root / "source" / "withheld"
         self.withheld.mkdir(parents=True)
         self.home_dir = self.root / "home"
-        self.resource = AtlasmartResource(home=str(self.home_dir), landing=str(self.landing), clock="logical")
+        # embedded: a rehearsal never writes into a team deployment's shared state.
+        self.resource = AtlasmartResource(
+            home=str(self.home_dir), landing=str(self.landing), clock="logical", embedded=True
+        )
         self.platform: Platform = self.resource.platform
         self.clock = LogicalClock(self.platform.home.clock_file)
         self.defs = build_definitions(self.resource)

@@ -65,12 +65,16 @@ class AtlasmartHome:
     shared_root: Path | None = None
 
     @classmethod
-    def resolve(cls, path: str | os.PathLike | None = None) -> "AtlasmartHome":
-        """Explicit path, else ``$ATLASMART_HOME``, else ``./.atlasmart``; team mode from the environment."""
+    def resolve(cls, path: str | os.PathLike | None = None, embedded: bool = False) -> "AtlasmartHome":
+        """Explicit path, else ``$ATLASMART_HOME``, else ``./.atlasmart``; team mode from the environment.
+
+        ``embedded``: a self-contained scratch home whatever the environment says
+        (drills rehearse on one and must never write into a team's shared state).
+        """
         chosen = path or os.environ.get(HOME_ENV) or Path.cwd() / DEFAULT_HOME_DIRNAME
         database_url = os.environ.get(DATABASE_URL_ENV) or None
         warehouse = os.environ.get(WAREHOUSE_ENV) or None
-        if database_url is None and warehouse is None:
+        if embedded or (database_url is None and warehouse is None):
             return cls(Path(chosen).resolve())
         if database_url is None or warehouse is None:
             missing = DATABASE_URL_ENV if database_url is None else WAREHOUSE_ENV

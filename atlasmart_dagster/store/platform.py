@@ -37,9 +37,13 @@ class Platform:
         landing: str | os.PathLike | None = None,
         clock: str | None = None,
         chunk_rows: int | None = None,
+        embedded: bool = False,
     ) -> "Platform":
-        """Open a home; every argument falls back to its environment variable, then the default."""
-        resolved = AtlasmartHome.resolve(home).ensure()
+        """Open a home; every argument falls back to its environment variable, then the default.
+
+        ``embedded`` opens a self-contained home even where the team settings are set (drills).
+        """
+        resolved = AtlasmartHome.resolve(home, embedded=embedded).ensure()
         mode = (clock or os.environ.get(CLOCK_ENV) or "system").lower()
         if mode not in ("system", "logical"):
             raise UsageError(f"the clock must be 'system' or 'logical', not {mode!r} (--clock or ${CLOCK_ENV})")

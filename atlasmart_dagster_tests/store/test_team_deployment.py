@@ -186,3 +186,18 @@ def test_postgres_errors_are_classified_for_retries(team_deployment):
     with pytest.raises(psycopg2.OperationalError) as unreachable:
         psycopg2.connect("postgresql://nobody@127.0.0.1:1/none", connect_timeout=2)
     assert is_transient(unreachable.value)
+
+
+def test_drills_rehearse_on_an_embedded_scratch_home_even_in_a_team_deployment(team_deployment, tmp_path):
+    from atlasmart_dagster.drills.harness import DrillWorld
+
+    world = DrillWorld(tmp_path / "drill", ephemeral_instance=True)
+    world.platform.ledger.runs.record_phase("r", "2026-09-20", "started", datetime(2026, 9, 20, tzinfo=timezone.utc),
+                                            "current")
+    assert not world.platform.home.team
+    assert (tmp_path / "drill" / "home" / "ledger.db").exists()
+    con = psycopg2.connect(team_deployment)
+    with con.cursor() as cur:
+        cur.execute("SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (SCHEMA,))
+        assert cur.fetchone()[0] == 0  # the team's database was never touched
+    con.close()
