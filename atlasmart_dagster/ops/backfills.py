@@ -15,6 +15,8 @@ lane limits apply.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from dataclasses import asdict, dataclass
 from datetime import date
 
@@ -111,7 +113,11 @@ def run_backfill(
     ledger = platform.ledger
     recorded = asdict(request)
     ledger.backfills.record(request_id, "REQUESTED", recorded, platform.clock.now())
-    with lane_lock(platform.home, BACKFILL, wait_seconds):
+    # In process, the lane lock admits one backfill at a time; in a team
+    # deployment the run goes through the instance's queue, whose tag limits
+    # are the one lane mechanism for every submitter.
+    queued = platform.home.team and not instance.is_ephemeral
+    with nullcontext() if queued else lane_lock(platform.home, BACKFILL, wait_seconds):
         outcome = run_chain(
             defs,
             instance,

@@ -25,6 +25,7 @@ from ..product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
 from ..product.run_certification import certify_run
 from ..store.ledger.partition_states import BUILT
 from ..store.platform import Platform
+from .run_queue import launch_job_run, queue_backfill, require_daemon, run_events, wait_for_backfill, wait_for_run
 from .run_reaper import reap_dead_runs, worker_tags
 
 
@@ -55,7 +56,7 @@ class RunOutcome:
         }
 
 
-def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
+def failure_messages(events: Sequence[dg.DagsterEvent]) -> list[str]:
     """One line per failed step, then one per failed blocking check: which check, which days, what it saw.
 
     Dagster reports a step stopped by a blocking check as "1 blocking asset
@@ -63,7 +64,7 @@ def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
     and the fields instead.
     """
     messages = []
-    for event in result.all_events:
+    for event in events:
         if event.event_type == dg.DagsterEventType.STEP_FAILURE:
             data = event.step_failure_data
             if data.user_failure_data is not None and data.user_failure_data.description:
@@ -144,6 +145,8 @@ def run_chain(
     """
     partitions = sorted(partitions)
     lane = lane or lane_for(platform, partitions)
+    if platform.home.team and not instance.is_ephemeral:
+        return run_through_queue(defs, instance, platform, partitions, lane, tags, certify, asset_selection)
     job = defs.resolve_job_def((daily_sales_job if lane == CURRENT else backfill_sales_job).name)
     if asset_selection is not None:
         job = subset_job(defs, job, asset_selection)
@@ -175,11 +178,55 @@ def run_chain(
         partitions=list(partitions),
         lane=lane,
         success=result.success,
-        failures=[] if result.success else failure_messages(result),
+        failures=[] if result.success else failure_messages(result.all_events),
         result=result,
     )
     if certify:
         outcome.decisions = certify_run(platform, result.run_id, result.success, actor="atlasmart", report_slos=slo_reporter(instance))
+        report_certification_states(instance, platform, partitions)
+    return outcome
+
+
+def run_through_queue(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    platform: Platform,
+    partitions: Sequence[str],
+    lane: str,
+    tags: Mapping[str, str] | None,
+    certify: bool,
+    asset_selection: Sequence[dg.AssetKey] | None,
+) -> RunOutcome:
+    """The team deployment's ``run_chain``: submit to the instance's run queue, wait, then certify.
+
+    The queue's tag limits are then the one lane mechanism for every submitter
+    on every machine (see ``ops/run_queue.py``). The outcome is what
+    ``run_chain`` returns in process, so commands print the same.
+    """
+    if asset_selection is None:
+        require_daemon(instance)
+        job = daily_sales_job if lane == CURRENT else backfill_sales_job
+        run_id = launch_job_run(job.name, partitions, {LANE_TAG: lane, **(tags or {})})
+        runs = [wait_for_run(instance, run_id)]
+    else:
+        require_daemon(instance, ("QUEUED_RUN_COORDINATOR", "BACKFILL"))
+        keys = list(asset_selection or backfill_sales_job.selection.resolve(defs.resolve_asset_graph()))
+        backfill_id = queue_backfill(defs, instance, partitions, keys, {LANE_TAG: BACKFILL, **(tags or {})},
+                                     title=f"atlasmart: {partitions[0]}..{partitions[-1]}")
+        runs = wait_for_backfill(instance, backfill_id)
+    success = bool(runs) and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+    outcome = RunOutcome(
+        run_id=runs[-1].run_id if runs else "",
+        partitions=list(partitions),
+        lane=lane,
+        success=success,
+        failures=[m for r in runs for m in failure_messages(run_events(instance, r.run_id))]
+        or ([] if success else ["the backfill launched no run (see the backfill in the UI)"]),
+    )
+    if certify:
+        for run in runs:
+            outcome.decisions += certify_run(platform, run.run_id, run.status == dg.DagsterRunStatus.SUCCESS,
+                                             actor="atlasmart", report_slos=slo_reporter(instance))
         report_certification_states(instance, platform, partitions)
     return outcome
 
