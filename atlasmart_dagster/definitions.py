@@ -58,6 +58,18 @@ ASSET_CHECKS = [
 
 EXECUTOR_ENV = "ATLASMART_EXECUTOR"
 BROKER_ENV = "ATLASMART_CELERY_BROKER"
+# The broker queue the steps go to (workers take it with `-q`): one per
+# deployment, so two deployments sharing a broker never run each other's steps.
+QUEUE_ENV = "ATLASMART_CELERY_QUEUE"
+
+
+# A step is acknowledged when it has finished, not when a worker takes it, and
+# a worker that dies mid-step hands it back: the broker then gives it to
+# another worker (RabbitMQ at once; Redis after its visibility timeout), which
+# runs it again from the start. Steps can be re-run safely: a partition is
+# replaced in one Iceberg commit or not at all. One step per worker at a time,
+# so a dying worker holds no queue of prefetched steps.
+CELERY_DELIVERY = {"task_acks_late": True, "task_reject_on_worker_lost": True, "worker_prefetch_multiplier": 1}
 
 
 def chosen_executor() -> dg.ExecutorDefinition:
@@ -70,9 +82,14 @@ def chosen_executor() -> dg.ExecutorDefinition:
     # Imported only here: dagster-celery comes with the `team` extra.
     from dagster_celery import celery_executor
 
-    # The same broker and backend as the workers' deploy/celery.yaml.
+    # The same broker, backend and delivery settings as the workers' deploy/celery.yaml.
     return celery_executor.configured(
-        {"broker": {"env": BROKER_ENV}, "backend": "rpc://", "include": ["atlasmart_dagster.definitions"]},
+        {
+            "broker": {"env": BROKER_ENV},
+            "backend": "rpc://",
+            "include": ["atlasmart_dagster.definitions"],
+            "config_source": {**CELERY_DELIVERY, "task_default_queue": os.environ.get(QUEUE_ENV, "dagster")},
+        },
         name="celery",
     )
 

@@ -337,3 +337,14 @@ def test_the_cli_submits_runs_to_the_code_location_the_team_workspace_names():
     (entry,) = yaml.safe_load((REPO / "deploy" / "workspace.yaml").read_text())["load_from"]
     module = entry.get("python_module") or {}
     assert (module.get("module_name"), module.get("location_name")) == (CODE_LOCATION_MODULE, CODE_LOCATION_NAME)
+
+
+def test_workers_and_runs_agree_on_how_a_step_is_delivered():
+    """A killed worker's step is handed back only if both sides say so (acks_late, reject on worker lost)."""
+    import yaml
+
+    from atlasmart_dagster.definitions import CELERY_DELIVERY
+
+    config = yaml.safe_load((REPO / "deploy" / "celery.yaml").read_text())["execution"]["config"]
+    assert config["config_source"] == CELERY_DELIVERY
+    assert CELERY_DELIVERY["task_acks_late"] and CELERY_DELIVERY["task_reject_on_worker_lost"]

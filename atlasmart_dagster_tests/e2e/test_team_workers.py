@@ -1,19 +1,22 @@
-"""The team deployment end to end: Postgres instance, daemon, two Celery worker processes.
+"""The team deployment end to end: Postgres instance, daemon, Celery worker processes, a killed worker.
 
 A 30-day range backfill is submitted with ``atlasmart backfill --via-daemon``;
 the daemon splits it into runs of 10 days (``ATLASMART_BACKFILL_RUN_DAYS``),
 the run queue starts them under the team instance's lane limits, and every
 step executes on one of two ``dagster-celery`` workers, all against one
 Postgres database (Dagster instance, Iceberg catalog, ledger) and one shared
-folder. Every certified day must carry the fingerprint the embedded mode
-gives for the same landing zone, and the lanes must hold in the run records.
+folder. Mid-run one worker is killed with SIGKILL while it executes a step:
+the broker (RabbitMQ) hands that step to the other worker, which runs it
+again. Every certified day must carry the fingerprint the embedded mode gives
+for the same landing zone (no half partition survives the kill), and the
+lanes must hold in the run records.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
+import re
 import subprocess
 import sys
 import time
@@ -29,6 +32,8 @@ from atlasmart_dagster_tests.team_database import scratch_database
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 DAYS = 30
+RECEIVED = re.compile(r"Task execute_plan\[([0-9a-f-]+)\] received")
+SUCCEEDED = re.compile(r"Task execute_plan\[([0-9a-f-]+)\] succeeded")
 FIRST, LAST = "2026-09-17", "2026-10-16"
 
 pytestmark = pytest.mark.slow
@@ -75,8 +80,11 @@ def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mo
             "ATLASMART_WAREHOUSE": str(tmp_path / "shared"),
             "DAGSTER_HOME": str(dagster_home),
             "ATLASMART_EXECUTOR": "celery",
-            # A database of its own on the local Redis, so no other test's steps mix in.
-            "ATLASMART_CELERY_BROKER": f"redis://127.0.0.1:6379/{random.randint(1, 15)}",
+            # RabbitMQ: it hands a dead worker's unacknowledged step back at once
+            # (Redis would wait for its visibility timeout, an hour by default).
+            "ATLASMART_CELERY_BROKER": "amqp://guest:guest@127.0.0.1:5672//",
+            # A queue of its own, so no other test's (or leftover) worker takes these steps.
+            "ATLASMART_CELERY_QUEUE": f"atlasmart-test-{os.getpid()}-{time.time_ns()}",
             "ATLASMART_BACKFILL_RUN_DAYS": "10",
             "PYTHONUNBUFFERED": "1",
             # dagster-celery starts the `celery` command of this environment.
@@ -91,11 +99,12 @@ def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mo
             return subprocess.Popen([*args], env=shell, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
 
+        # Processes are started in their own session, so a SIGKILL of the group takes a worker's pool too.
         processes = [
             start("worker-1", BIN / "dagster-celery", "worker", "start", "-y", str(REPO / "deploy" / "celery.yaml"),
-                  "-A", "dagster_celery.app", "-n", "worker-1@%h", "-l", "info"),
+                  "-A", "dagster_celery.app", "-n", "worker-1", "-q", shell["ATLASMART_CELERY_QUEUE"], "-l", "info"),
             start("worker-2", BIN / "dagster-celery", "worker", "start", "-y", str(REPO / "deploy" / "celery.yaml"),
-                  "-A", "dagster_celery.app", "-n", "worker-2@%h", "-l", "info"),
+                  "-A", "dagster_celery.app", "-n", "worker-2", "-q", shell["ATLASMART_CELERY_QUEUE"], "-l", "info"),
         ]
         try:
             submitted = subprocess.run(
@@ -106,6 +115,19 @@ def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mo
             subprocess.run([BIN / "dagster", "sensor", "start", "certification_sensor", *workspace], env=shell,
                            capture_output=True, timeout=300, cwd=REPO, check=True)
             processes.append(start("daemon", BIN / "dagster-daemon", "run", *workspace))
+
+            # Kill worker-1 (and its pool) with SIGKILL while it holds a step it has not finished.
+            killed_task = None
+            deadline = time.monotonic() + 600
+            while killed_task is None and time.monotonic() < deadline:
+                log = (tmp_path / "worker-1.log").read_text()
+                open_tasks = set(RECEIVED.findall(log)) - set(SUCCEEDED.findall(log))
+                if open_tasks:
+                    os.killpg(processes[0].pid, 9)
+                    processes[0].wait(timeout=60)
+                    killed_task = open_tasks.pop()
+                time.sleep(0.1)
+            assert killed_task is not None, (tmp_path / "worker-1.log").read_text()[-2000:]
 
             monkeypatch.setenv("ATLASMART_DATABASE_URL", url)  # the team dagster.yaml reads it
             instance = dg.DagsterInstance.from_config(str(dagster_home))
@@ -123,11 +145,7 @@ def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mo
             team = _fingerprints(_status(shell))
         finally:
             for process in processes:
-                try:
-                    os.killpg(process.pid, 15)
-                    process.wait(timeout=60)
-                except (ProcessLookupError, subprocess.TimeoutExpired):
-                    os.killpg(process.pid, 9)
+                _stop(process)
 
         records = instance.get_run_records(dg.RunsFilter(tags={"dagster/backfill": runs[0].tags["dagster/backfill"]}))
         instance.dispose()
@@ -138,14 +156,28 @@ def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mo
                      r.dagster_run.tags["dagster/asset_partition_range_end"]) for r in records)
     assert ranges == [("2026-09-17", "2026-09-26"), ("2026-09-27", "2026-10-06"), ("2026-10-07", "2026-10-16")]
     assert all(r.dagster_run.tags.get("atlasmart/lane", "backfill") == "backfill" for r in records)
-    # Steps ran on both workers (each worker logs the tasks it received).
+    # Steps ran on both workers, and the step killed on worker-1 was run again, to success, on worker-2.
     worker_logs = [(tmp_path / f"worker-{i}.log").read_text() for i in (1, 2)]
     assert all("execute_plan" in log for log in worker_logs), [log[-800:] for log in worker_logs]
+    assert killed_task not in SUCCEEDED.findall(worker_logs[0])
+    assert killed_task in SUCCEEDED.findall(worker_logs[1]), worker_logs[1][-2000:]
     # The team lane limit for backfill runs held: never more at once than the instance allows.
     limit = next(lim["limit"] for lim in instance_limits(dagster_home) if lim.get("value") == "backfill")
     spans = sorted((r.start_time, r.end_time) for r in records)
     overlap = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
     assert 1 <= overlap <= limit, spans
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """End a process group started above (a killed worker's group is already gone)."""
+    try:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=60)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        process.wait(timeout=60)
 
 
 def instance_limits(dagster_home: Path) -> list[dict]:
