@@ -101,14 +101,28 @@ def test_team_instance_config_is_accepted_by_dagster(path):
     assert config["telemetry"] == {"enabled": False}
 
 
+def _backfill_limits(limits: list[dict]) -> dict:
+    return {(lim["key"], lim.get("value")): lim["limit"] for lim in limits
+            if lim.get("value") == "backfill" or lim["key"] == "dagster/backfill"}
+
+
+def _other_limits(limits: list[dict]) -> list[dict]:
+    return [lim for lim in limits if lim.get("value") != "backfill" and lim["key"] != "dagster/backfill"]
+
+
 def test_team_instance_keeps_the_embedded_lanes_queue_monitoring_and_log():
+    """The same lanes, except that the team's backfill lane admits more runs (its steps run on workers)."""
     embedded, team = _validated(EMBEDDED), _validated(TEAM)
-    assert team["concurrency"]["runs"]["max_concurrent_runs"] == embedded["concurrency"]["runs"]["max_concurrent_runs"]
-    assert (
-        team["concurrency"]["runs"]["tag_concurrency_limits"]
-        == embedded["concurrency"]["runs"]["tag_concurrency_limits"]
-    )
-    for setting in set(embedded) - TEAM_ONLY_SETTINGS:
+    team_limits = team["concurrency"]["runs"]["tag_concurrency_limits"]
+    embedded_limits = embedded["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert _other_limits(team_limits) == _other_limits(embedded_limits)
+    team_backfill, embedded_backfill = _backfill_limits(team_limits), _backfill_limits(embedded_limits)
+    assert team_backfill.keys() == embedded_backfill.keys()
+    assert all(team_backfill[k] >= embedded_backfill[k] for k in team_backfill)
+    # Room for every lane at its limit at once, so one lane never waits for the other.
+    assert team["concurrency"]["runs"]["max_concurrent_runs"] >= sum(lim["limit"] for lim in team_limits
+                                                                     if lim["key"] == "atlasmart/lane")
+    for setting in set(embedded) - TEAM_ONLY_SETTINGS - {"concurrency"}:
         assert team.get(setting) == embedded[setting], f"{setting} differs between the embedded and the team instance"
     assert set(team) - set(embedded) <= TEAM_ONLY_SETTINGS, (
         f"settings only the team instance has: {sorted(set(team) - set(embedded) - TEAM_ONLY_SETTINGS)}; "
@@ -146,10 +160,11 @@ def test_team_instance_opens_on_postgres_and_stores_runs(tmp_path, monkeypatch):
                     team.get_concurrency_config().run_queue_config,
                     embedded.get_concurrency_config().run_queue_config,
                 )
+                written = _validated(TEAM)["concurrency"]["runs"]
                 assert (ours.max_concurrent_runs, ours.tag_concurrency_limits) == (
-                    theirs.max_concurrent_runs,
-                    theirs.tag_concurrency_limits,
-                ), "the daemon would enforce different lanes in team mode"
+                    written["max_concurrent_runs"], written["tag_concurrency_limits"],
+                ), "the daemon would not enforce the lanes deploy/dagster.yaml writes"
+                assert _other_limits(ours.tag_concurrency_limits) == _other_limits(theirs.tag_concurrency_limits)
                 assert (
                     team.run_coordinator.dequeue_interval_seconds == embedded.run_coordinator.dequeue_interval_seconds
                 )
@@ -293,13 +308,13 @@ def test_helm_run_pods_and_code_server_share_the_warehouse_volume():
     assert f"{WAREHOUSE_ENV}={mount_path}" in k8s["envVars"]
 
 
-def test_helm_daemon_enforces_the_embedded_lanes():
+def test_helm_daemon_enforces_the_team_lanes():
     daemon = _helm_values()["dagsterDaemon"]
-    embedded = _validated(EMBEDDED)
+    embedded, team = _validated(EMBEDDED), _validated(TEAM)
     queue = daemon["runCoordinator"]["config"]["queuedRunCoordinator"]
     assert daemon["runCoordinator"]["enabled"] is True and daemon["runCoordinator"]["type"] == "QueuedRunCoordinator"
-    assert queue["maxConcurrentRuns"] == embedded["concurrency"]["runs"]["max_concurrent_runs"]
-    assert queue["tagConcurrencyLimits"] == embedded["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert queue["maxConcurrentRuns"] == team["concurrency"]["runs"]["max_concurrent_runs"]
+    assert queue["tagConcurrencyLimits"] == team["concurrency"]["runs"]["tag_concurrency_limits"]
     assert queue["dequeueIntervalSeconds"] == embedded["run_queue"]["dequeue_interval_seconds"]
     monitoring = embedded["run_monitoring"]
     assert daemon["runMonitoring"] == {

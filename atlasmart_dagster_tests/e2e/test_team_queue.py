@@ -5,7 +5,7 @@ figures as in the embedded home, but its runs were queued (they carry the
 daemon's backfill tags). Then two submitters in different processes race:
 `atlasmart backfill` (which queues an asset backfill and waits) and a UI-style
 `dagster job launch` of the backfill job. The run records prove the backfill
-lane's limit held: no two backfill-lane runs overlapped.
+lane's limit held: never more backfill-lane runs at once than it allows.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 
 from atlasmart_dagster.store.dagster_instance import packaged_instance_config
 from atlasmart_dagster.store.home import sample_dir
@@ -106,6 +107,8 @@ def test_cli_runs_are_queued_and_two_submitters_never_exceed_the_backfill_lane(t
                      or "dagster/backfill" in r.dagster_run.tags]
     assert all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in backfill_lane)
     assert len(backfill_lane) >= len(demo_runs) + 2
+    limit = next(lim["limit"] for lim in yaml.safe_load(packaged_instance_config(team=True).read_text())
+                 ["concurrency"]["runs"]["tag_concurrency_limits"] if lim.get("value") == "backfill")
     spans = sorted((r.start_time, r.end_time) for r in backfill_lane)
-    for (_, end), (start, _) in zip(spans, spans[1:]):
-        assert end <= start, f"two backfill-lane runs overlapped: {spans}"  # the lane's limit is 1
+    most_at_once = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+    assert most_at_once <= limit, f"more backfill-lane runs at once than the lane's limit {limit}: {spans}"
