@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..defs.checks.certification_checks import report_certification_states
-from ..defs.checks.slo_checks import slo_reporter
 from ..errors import AtlasmartError
 from ..product.batch_lifecycle import REINSTATED, RETIRED, decide, retired_batches
 from ..product.contract_approvals import approve_mapping
 from ..product.restatements import approve_restatement, held_builds
-from ..product.run_certification import certify_and_deliver
 from .context import CliContext, sales_date
 from .output import print_json, table
 
@@ -93,6 +90,11 @@ def cmd_batch_map(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_restatement_approve(args: argparse.Namespace, ctx: CliContext) -> int:
     """The data owner approves the figures of a held restatement; the held build is certified as the next version."""
+    # Local: only this command certifies, which loads Dagster and the checks (cold start).
+    from ..defs.checks.certification_checks import report_certification_states
+    from ..defs.checks.slo_checks import slo_reporter
+    from ..product.run_certification import certify_and_deliver
+
     platform = ctx.platform
     controls = approve_restatement(platform, args.partition, args.owner, args.by, args.reason,
                                    platform.clock.now(), args.incident)

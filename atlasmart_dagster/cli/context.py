@@ -1,4 +1,9 @@
-"""What every command gets: the platform of the chosen home, Dagster when it needs it, and argument types."""
+"""What every command gets: the platform of the chosen home, Dagster when it needs it, and argument types.
+
+Every command builds one, so this module loads nothing heavy: the platform
+(pyiceberg, DuckDB), Dagster and the definitions are imported when a command
+first asks for them (cold start).
+"""
 
 from __future__ import annotations
 
@@ -7,19 +12,22 @@ import re
 from dataclasses import dataclass
 from datetime import date
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import dagster as dg
-
-from ..defs.partitions import FIRST_SALES_DATE, daily_partitions
-from ..errors import UsageError
 from ..store.clock import LogicalClock
-from ..store.platform import Platform
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from ..store.platform import Platform
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def partition_problem(day: str) -> str | None:
     """Why ``day`` is not a sales_date partition (not ISO, before the first, not ended yet), or None."""
+    from ..defs.partitions import FIRST_SALES_DATE, daily_partitions  # local: loads Dagster (cold start)
+
     try:
         if not _ISO_DATE.fullmatch(day):
             raise ValueError(day)
@@ -56,6 +64,9 @@ class CliContext:
 
     @cached_property
     def platform(self) -> Platform:
+        from ..errors import UsageError  # local: loads DuckDB (cold start)
+        from ..store.platform import Platform  # local: loads pyiceberg, SQLAlchemy, DuckDB (cold start)
+
         platform = Platform.open(home=self.home, landing=self.landing, clock=self.clock)
         clock = platform.clock
         if isinstance(clock, LogicalClock) and not clock.path.exists():
@@ -87,6 +98,8 @@ class CliContext:
     @cached_property
     def instance(self) -> dg.DagsterInstance:
         if self.ephemeral_instance:
+            import dagster as dg  # local: loads Dagster (cold start)
+
             return dg.DagsterInstance.ephemeral()
         from ..store.dagster_instance import dagster_instance  # lazy: loaded by its command only
 

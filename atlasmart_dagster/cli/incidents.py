@@ -6,8 +6,6 @@ import argparse
 import json
 from pathlib import Path
 
-import dagster as dg
-
 from ..errors import AtlasmartError
 from .context import CliContext
 from .output import print_json, table
@@ -22,6 +20,8 @@ def _workflow(ctx: CliContext):
 def _partitions(args) -> list[str] | None:
     if not getattr(args, "start", None):
         return None
+    import dagster as dg  # local: only a scope needs Dagster (cold start)
+
     from ..defs.partitions import daily_partitions  # lazy: loaded by its command only
 
     return list(daily_partitions.get_partition_keys_in_range(dg.PartitionKeyRange(args.start, args.end or args.start)))

@@ -26,47 +26,73 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import signal
 import sys
 import traceback
 from contextlib import contextmanager
 from typing import Iterator
 
-import dagster as dg
-
-from ..defs.partitions import FIRST_SALES_DATE
-from ..errors import AtlasmartError, UsageError
-from . import (
-    access,
-    batches,
-    bench,
-    demo,
-    drills,
-    gameday,
-    incidents,
-    inspecting,
-    migrate,
-    observability,
-    operations,
-    recovery,
-)
 from .context import CliContext
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-COMMAND_MODULES = [
-    demo, inspecting, operations, batches, gameday, incidents, recovery, migrate, access, observability, drills, bench,
-]
-
-
-def cmd_dagster_home(args: argparse.Namespace, ctx: CliContext) -> int:
-    """Print the DAGSTER_HOME prepared for this AtlasMart home (with the project's dagster.yaml)."""
-    from ..store.dagster_instance import prepare_dagster_home  # lazy: loaded by its command only
-
-    print(prepare_dagster_home(ctx.platform.home))
-    return 0
+# Every command: the module of this package that registers and runs it, and
+# the help line `atlasmart --help` lists. A module is imported only when its
+# command is parsed, so `atlasmart --help` imports no command and a command
+# imports only what it needs (cold start). The order is the listing's; a
+# module's commands stay together, in the order its register() adds them.
+# test_cold_start checks these lines against what the modules register.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("demo", "Load every partition present in the landing zone end to end, certify, print the controls."),
+    "status": ("inspecting", "Consumer-visible state per partition: certified with version and time, or why not."),
+    "controls": ("inspecting", "Control tuple of an asset per partition, as published now (and as certified, for "
+                 "certified assets)."),
+    "certify": ("operations", "Run the certification gate for a run started elsewhere (e.g. dagster asset "
+                "materialize)."),
+    "backfill": ("operations", "Rebuild a range of days in the backfill lane (one run), recording operator, reason "
+                 "and incident."),
+    "batch": ("batches", "Source batches: list; retire or reinstate one (loads leave it out or use it again); map "
+              "its fields."),
+    "restatement": ("batches", "A restatement held by the guard: the data owner approves its figures (then it is "
+                    "certified)."),
+    "clock": ("gameday", "Show, set or advance the home's logical clock (used with --clock logical or "
+              "ATLASMART_CLOCK=logical)."),
+    "tick": ("gameday", "Evaluate the schedule and sensors at the clock's now, as the daemon would; run and certify "
+             "what they ask."),
+    "incident": ("incidents", "Work incidents: list, show, note, triage, contain, notify, repair, verify, resolve, "
+                 "postmortem, report, detect."),
+    "blast-radius": ("incidents", "Everything downstream of an asset or a source field: assets, checks, marts, "
+                     "dashboards, consumers, owners."),
+    "contract": ("incidents", "Approve a source contract version for a batch (the owner's compatibility decision)."),
+    "dashboard": ("incidents", "Show, deploy or restore a dashboard definition; `check` runs the golden "
+                  "cross-checks."),
+    "backup": ("recovery", "Back up the committed state of the home (catalog, table files, raw store, ledger), even "
+               "while runs write."),
+    "restore": ("recovery", "Restore a backup into its home, all or nothing (staged and checked beside it first), "
+                "then verify. The previous home is kept beside it as <home>.damaged-<time>; a failure before the "
+                "swap leaves it untouched."),
+    "verify": ("recovery", "Recompute controls and fingerprints of every certified partition and compare them with "
+               "the ledger."),
+    "maintain": ("recovery", "Expire Iceberg snapshots nothing relies on any more (keeps commits fast); optionally "
+                 "delete orphan files."),
+    "rollback": ("recovery", "Put one partition of one table back to the version its last certification was built "
+                 "on."),
+    "migrate": ("migrate", "Copy an embedded home (ledger, catalog, table files, raw batches) into an empty team "
+                "deployment, then verify it."),
+    "query": ("access", "Run one SELECT as a role or principal, seeing only what the access policy grants it."),
+    "access": ("access", "Print the effective allow/deny matrix, permissions and principals as evidence."),
+    "metrics": ("observability", "Prometheus metrics from the ledger: `serve` on 127.0.0.1, or `write` a textfile "
+                "for node-exporter."),
+    "drill": ("drills", "Run a drill end to end on logical time in a scratch home and write its evidence."),
+    "generate": ("bench", "Write a landing zone of N days x M rows (Parquet + manifests) and its expected controls."),
+    "bench": ("bench", "Time our Dagster runs against the pure-DuckDB reference and the dagster-dbt peer; write "
+              "results.json, RESULTS.md and chart.png."),
+    "dagster-home": ("dagster_home", "Print the DAGSTER_HOME prepared for this AtlasMart home (with the project's "
+                     "dagster.yaml)."),
+}
 
 
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
@@ -108,36 +134,59 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class CommandParser(Parser):
+    """A command's entry in ``atlasmart``'s parser: the module behind it is imported when the command is parsed.
+
+    It hands the command's arguments to the parser its module registers, the
+    same parser a parser built all at once would hold.
+    """
+
+    def __init__(self, *, command: str, module: str, **kwargs):
+        super().__init__(add_help=False, **kwargs)
+        self.command, self.module = command, module
+
+    def parse_known_args(self, args=None, namespace=None):
+        return command_parser(self.command, self.module).parse_known_args(args, namespace)
+
+
+def command_parser(name: str, module: str) -> argparse.ArgumentParser:
+    """The parser of command ``name``, as its module registers it (this imports the module)."""
+    # Every command also accepts the common options after its name
+    # (``atlasmart status --json``), through the public ``parser_class`` hook.
+    registered = Parser(prog="atlasmart", add_help=False).add_subparsers(
+        prog="atlasmart", parser_class=functools.partial(Parser, parents=[_common_options(defaults=False)])
+    )
+    importlib.import_module(f"{__package__}.{module}").register(registered)
+    return registered.choices[name]
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """``atlasmart``'s parser; no command module is imported until its command is parsed (cold start)."""
     parser = Parser(
         prog="atlasmart",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_common_options(defaults=True)],
     )
-    # Every command also accepts the common options after its name
-    # (``atlasmart status --json``), through the public ``parser_class`` hook.
-    per_command = _common_options(defaults=False)
-    sub = parser.add_subparsers(
-        dest="command",
-        required=True,
-        metavar="COMMAND",
-        parser_class=functools.partial(Parser, parents=[per_command]),
-    )
-    for module in COMMAND_MODULES:
-        module.register(sub)
-    p = sub.add_parser("dagster-home", help=cmd_dagster_home.__doc__, description=cmd_dagster_home.__doc__)
-    p.set_defaults(handler=cmd_dagster_home)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=CommandParser)
+    for name, (module, help_line) in COMMANDS.items():
+        sub.add_parser(name, help=help_line, command=name, module=module)
     return parser
 
 
 def explain(exc: Exception) -> tuple[int, str]:
     """The exit code and the one line to print for an exception that ended a command."""
+    from ..errors import AtlasmartError, UsageError  # local: it loads DuckDB, which --help does not need (cold start)
+
     if isinstance(exc, UsageError):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, AtlasmartError):
         return EXIT_FAILED, str(exc)
-    if isinstance(exc, dg.DagsterUnknownPartitionError):
+    # Only a command that loaded Dagster can raise Dagster's errors: never load it here (cold start).
+    dg = sys.modules.get("dagster")
+    if dg is not None and isinstance(exc, dg.DagsterUnknownPartitionError):
+        from ..defs.partitions import FIRST_SALES_DATE  # local: needs Dagster, loaded already (see above)
+
         return EXIT_USAGE, f"{exc} (partitions are the days from {FIRST_SALES_DATE} to yesterday, UTC)"
     return EXIT_FAILED, f"unexpected {type(exc).__name__}: {exc}; run again with --debug for the traceback"
 

@@ -19,7 +19,6 @@ import os
 import socket
 
 import dagster as dg
-import psutil
 
 WORKER_TAG = "atlasmart/worker"
 _IN_PROGRESS = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.CANCELING]
@@ -27,11 +26,15 @@ _IN_PROGRESS = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.Da
 
 def worker_tags() -> dict[str, str]:
     """The tag that names this process as the run's worker."""
+    import psutil  # local: loading the code location does not need it (cold start)
+
     started = psutil.Process(os.getpid()).create_time()
     return {WORKER_TAG: f"{socket.gethostname()}:{os.getpid()}:{started:.3f}"}
 
 
 def _alive(pid: int, started: float) -> bool:
+    import psutil  # local: loading the code location does not need it (cold start)
+
     try:
         return abs(psutil.Process(pid).create_time() - started) < 1.0
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
