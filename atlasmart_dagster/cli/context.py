@@ -73,7 +73,7 @@ class CliContext:
             # Logical time is set by drills and tests; a command cannot guess it.
             raise UsageError(
                 f"logical time is not set in this home (no {clock.path}): use --clock system, or set it first "
-                f'by writing {{"now": "2026-09-22T08:00:00Z"}} to that file'
+                "with `atlasmart clock set 2026-09-22T08:00:00Z`"
             )
         return platform
 

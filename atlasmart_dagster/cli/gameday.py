@@ -12,13 +12,16 @@ import argparse
 
 from ..errors import AtlasmartError
 from ..store.clock import LogicalClock, format_ts
+from ..store.home import AtlasmartHome
 from .context import CliContext
 from .output import print_json, table
 
 
 def cmd_clock(args: argparse.Namespace, ctx: CliContext) -> int:
     """Show, set or advance the home's logical clock (used with --clock logical or ATLASMART_CLOCK=logical)."""
-    clock = LogicalClock(ctx.platform.home.clock_file)
+    # The home alone, not ctx.platform: that refuses a logical clock that is not
+    # set yet, and setting it is what this command is for.
+    clock = LogicalClock(AtlasmartHome.resolve(ctx.home).ensure().clock_file)
     if args.action == "set":
         if not args.value:
             raise AtlasmartError("clock set needs a time, e.g. 2026-09-22T08:00:00Z")

@@ -71,3 +71,13 @@ def test_a_game_day_ticks_the_schedule_and_sensors_as_the_daemon_would(env, caps
     code, next_day = cli(env, capsys, "tick", clock="logical")
     assert next_day["scheduled"] == ["2026-09-22"] and next_day["runs"][0]["success"] is False  # not landed
     assert status(env, capsys, "2026-09-22")[0] == "DELAYED"
+
+
+def test_logical_time_can_be_set_on_a_new_home_under_the_logical_clock(env, capsys):
+    """`clock set` is how logical time gets set: it must not demand that it is set already."""
+    code, out = cli(env, capsys, "status", clock="logical")
+    assert code == 2  # every other command refuses, and says how to set it
+    code, out = cli(env, capsys, "clock", "set", "2026-09-22T08:00:00Z", clock="logical")
+    assert code == 0
+    code, out = cli(env, capsys, "clock", "show", clock="logical")
+    assert code == 0 and out["now"] == "2026-09-22T08:00:00Z"
