@@ -12,16 +12,24 @@ A day with no manifest in the landing zone but batches already in the raw
 store is *replayed* from the raw store: replay never depends on the landing
 zone still holding old files. Batches an operator retired
 (``batch_lifecycle.py``) are left out of every load, the landed one included.
+
+A range checks its days with ``prepare_partitions``: the same outcomes, in
+the same order, as checking day after day, but the landed files of several
+days are copied, hashed and profiled concurrently.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Callable
+from itertools import islice
+from pathlib import Path
+from typing import Callable, Sequence
 
 import duckdb
 
@@ -39,7 +47,8 @@ from ..store.landing import (
     structure_problems,
 )
 from ..store.platform import Platform
-from ..store.raw_store import StoredBatch
+from ..store.raw_store import StagedBatch, StoredBatch
+from ..store.warehouse import duckdb_connection
 from .batch_lifecycle import retired_batches
 from .contract_approvals import resolver
 
@@ -114,19 +123,22 @@ def _stored_batch_view(
     return ReadyBatch(stored, manifest, contract, fields, newly_landed=False)
 
 
-def prepare_partition(
-    platform: Platform,
-    partition: str,
-    now: datetime,
-    con: duckdb.DuckDBPyConnection,
-    contract_for: ContractResolver | None = None,
-) -> PartitionSource:
-    """Check the day's landing batch, commit it to the raw store, list all its batches.
+@dataclass(frozen=True)
+class _Landed:
+    """A day whose landing batch passed the manifest checks and now needs its file checked."""
 
-    ``contract_for`` defaults to the ledger's approvals (see contract_approvals.py).
-    """
-    if contract_for is None:
-        contract_for = resolver(platform.ledger)
+    partition: str
+    manifest: Manifest
+    manifest_bytes: bytes
+    data_path: Path
+    contract: SourceContract
+    retired: frozenset[str]
+
+
+def _precheck(
+    platform: Platform, partition: str, now: datetime, con: duckdb.DuckDBPyConnection, contract_for: ContractResolver
+) -> PartitionSource | _Landed:
+    """Everything decided from the manifest and the raw store: a replay, a refusal, or a landed file to check."""
     landing = platform.landing
     retired = retired_batches(platform.ledger, partition)
     manifest_bytes = landing.read_manifest_bytes(partition)
@@ -176,8 +188,20 @@ def prepare_partition(
         problems.append(f"data file {manifest.data_file} named by the manifest is missing")
     if problems:
         raise SourceNotReady(partition, problems)
+    return _Landed(partition, manifest, manifest_bytes, data_path, contract, frozenset(retired))
 
-    staged = platform.raw_store.stage(partition, manifest.batch_id, data_path, manifest_bytes)
+
+def _check_file(
+    platform: Platform, landed: _Landed, con: duckdb.DuckDBPyConnection
+) -> tuple[StagedBatch, tuple[str, ...]]:
+    """Stage (copy + hash) the landed file and profile the copy; the staged batch and its fields, or a refusal.
+
+    Touches only the raw store's private staging area and ``con``: no ledger,
+    no commit, so days can be checked concurrently. A refused batch is discarded.
+    """
+    partition, manifest, contract = landed.partition, landed.manifest, landed.contract
+    problems: list[str] = []
+    staged = platform.raw_store.stage(partition, manifest.batch_id, landed.data_path, landed.manifest_bytes)
     try:
         if staged.data_sha256 != manifest.data_sha256:
             raise SourceNotReady(
@@ -217,12 +241,135 @@ def prepare_partition(
     except BaseException:
         staged.discard()
         raise
+    return staged, fields
+
+
+def _admit(
+    platform: Platform,
+    landed: _Landed,
+    staged: StagedBatch,
+    fields: tuple[str, ...],
+    contract_for: ContractResolver,
+    con: duckdb.DuckDBPyConnection,
+) -> PartitionSource:
+    """Commit a checked batch to the raw store and list all the day's batches."""
+    manifest, partition = landed.manifest, landed.partition
     stored, newly = platform.raw_store.commit(staged)
-    landed = ReadyBatch(stored, manifest, contract, fields, newly_landed=newly)
+    ready = ReadyBatch(stored, manifest, landed.contract, fields, newly_landed=newly)
     others = tuple(
         _stored_batch_view(platform, s, contract_for, con)
         for s in platform.raw_store.batches(partition)
-        if s.batch_id != manifest.batch_id and s.batch_id not in retired
+        if s.batch_id != manifest.batch_id and s.batch_id not in landed.retired
     )
-    batches = tuple(sorted(others + (landed,), key=lambda b: (b.manifest.source_seq_low, b.manifest.batch_id)))
+    batches = tuple(sorted(others + (ready,), key=lambda b: (b.manifest.source_seq_low, b.manifest.batch_id)))
     return PartitionSource(partition, batches, replayed_from_raw_store=False)
+
+
+def prepare_partition(
+    platform: Platform,
+    partition: str,
+    now: datetime,
+    con: duckdb.DuckDBPyConnection,
+    contract_for: ContractResolver | None = None,
+) -> PartitionSource:
+    """Check the day's landing batch, commit it to the raw store, list all its batches.
+
+    ``contract_for`` defaults to the ledger's approvals (see contract_approvals.py).
+    """
+    if contract_for is None:
+        contract_for = resolver(platform.ledger)
+    first = _precheck(platform, partition, now, con, contract_for)
+    if isinstance(first, PartitionSource):
+        return first
+    staged, fields = _check_file(platform, first, con)
+    return _admit(platform, first, staged, fields, contract_for, con)
+
+
+def _checked_in_thread(platform: Platform, landed: _Landed) -> tuple[StagedBatch, tuple[str, ...]]:
+    con = duckdb_connection()  # a cursor per thread: DuckDB cursors are not shared between threads
+    try:
+        return _check_file(platform, landed, con)
+    finally:
+        con.close()
+
+
+def prepare_partitions(
+    platform: Platform,
+    partitions: Sequence[str],
+    now: datetime,
+    con: duckdb.DuckDBPyConnection,
+    contract_for: ContractResolver | None = None,
+) -> dict[str, PartitionSource | SourceNotReady]:
+    """``prepare_partition`` for each day, in order: its source, or the ``SourceNotReady`` it raised.
+
+    The same outcomes as calling ``prepare_partition`` day after day (an
+    error other than ``SourceNotReady`` propagates at its day's turn, after
+    the earlier days were committed and before any later one is), but the
+    landed files of many days are copied, hashed and profiled concurrently
+    by up to ``os.cpu_count()`` threads: hashlib and DuckDB release the GIL,
+    and a range of small days is otherwise one core waiting on the next file.
+    Commits to the raw store stay on the calling thread, in day order. At
+    most ``2 × workers`` days are checked ahead of the commits, which bounds
+    the private copies waiting in the raw store's staging area.
+    """
+    if contract_for is None:
+        contract_for = resolver(platform.ledger)
+    workers = min(os.cpu_count() or 1, len(partitions))
+    if workers <= 1 or len(set(partitions)) != len(partitions):
+        return _prepare_in_turn(platform, partitions, now, con, contract_for)
+    # The manifest checks read the ledger and the raw store (cheap, not thread-safe): all days first.
+    first: list[PartitionSource | _Landed | BaseException] = []
+    for partition in partitions:
+        try:
+            first.append(_precheck(platform, partition, now, con, contract_for))
+        except Exception as exc:  # noqa: BLE001 - raised (or recorded) at the day's turn below
+            first.append(exc)
+    landed = [i for i, f in enumerate(first) if isinstance(f, _Landed)]
+    pending: dict[int, Future] = {}
+    out: dict[str, PartitionSource | SourceNotReady] = {}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="readiness") as pool:
+        try:
+            ahead = iter(landed)
+            for i in islice(ahead, 2 * workers):
+                pending[i] = pool.submit(_checked_in_thread, platform, first[i])
+            for i, partition in enumerate(partitions):
+                outcome = first[i]
+                try:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                    if isinstance(outcome, _Landed):
+                        future = pending.pop(i)
+                        for j in islice(ahead, 1):
+                            pending[j] = pool.submit(_checked_in_thread, platform, first[j])
+                        staged, fields = future.result()
+                        outcome = _admit(platform, outcome, staged, fields, contract_for, con)
+                    out[partition] = outcome
+                except SourceNotReady as exc:
+                    out[partition] = exc
+        finally:
+            # Stopped early (an error, an interrupt): later days' copies never reach the raw store.
+            for future in pending.values():
+                if not future.cancel():
+                    _discard_result(future)
+    return out
+
+
+def _discard_result(future: Future) -> None:
+    try:
+        staged, _ = future.result()
+    except BaseException:  # noqa: BLE001 - a refused batch was discarded by its own check
+        return
+    staged.discard()
+
+
+def _prepare_in_turn(
+    platform: Platform, partitions: Sequence[str], now: datetime, con: duckdb.DuckDBPyConnection,
+    contract_for: ContractResolver,
+) -> dict[str, PartitionSource | SourceNotReady]:
+    out: dict[str, PartitionSource | SourceNotReady] = {}
+    for partition in partitions:
+        try:
+            out[partition] = prepare_partition(platform, partition, now, con, contract_for)
+        except SourceNotReady as exc:
+            out[partition] = exc
+    return out

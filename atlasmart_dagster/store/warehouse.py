@@ -308,7 +308,11 @@ class Warehouse:
         """Parquet files (URIs) holding the rows of ``select_sql``: one per partition present.
 
         Rows are cast to the table's types and sorted by the grain (a total
-        order), so the same rows always give the same bytes.
+        order), so the same rows always give the same bytes. The sort is what
+        byte-identical replay rests on, not the fingerprint (which orders rows
+        itself): unsorted, the gate's window output reaches staging in a
+        different order on every run. On one 1M-row day it costs ~0.06 s for
+        raw, ~0.1 s for staging and ~0.03 s for the fact (~0.2 s of ~2.2 s).
         """
         folder = self.data_dir(spec) / uuid.uuid4().hex
         folder.mkdir(parents=True, exist_ok=True)

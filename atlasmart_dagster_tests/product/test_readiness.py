@@ -1,13 +1,15 @@
 """Source readiness: a day enters only when its manifest is present and truthful."""
 
 import json
+import re
 from datetime import datetime, timezone
 
 import pytest
 
 from atlasmart_dagster.errors import RawEvidenceConflict, SourceNotReady
-from atlasmart_dagster.product.readiness import prepare_partition
+from atlasmart_dagster.product.readiness import prepare_partition, prepare_partitions
 from atlasmart_dagster.store.warehouse import duckdb_connection
+from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.landing_batches import patch_manifest, read_rows, write_batch
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -119,3 +121,57 @@ def test_a_day_missing_from_landing_replays_from_the_raw_store(env):
     env.day_dir(DAY).rmdir()
     source = prepare(env)
     assert source.replayed_from_raw_store and source.batches[0].manifest.batch_id == "ERP-20260920-01"
+
+
+def _outcomes(env, days, in_turn: bool) -> list:
+    """What each day came to, comparable across homes: batches and flags, or the problems raised."""
+    con = duckdb_connection()
+    if in_turn:
+        found = {}
+        for day in days:
+            try:
+                found[day] = prepare_partition(env.platform, day, NOW, con)
+            except SourceNotReady as exc:
+                found[day] = exc
+    else:
+        found = prepare_partitions(env.platform, days, NOW, con)
+    assert list(found) == days
+    # a problem may name the private copy it read: its folder differs by home and by attempt
+    private = re.compile(re.escape(str(env.home)) + r"/raw/\.staging/[^/]+/")
+    return [
+        (day, "refused", [private.sub("<staged>/", p) for p in o.problems]) if isinstance(o, SourceNotReady)
+        else (day, o.replayed_from_raw_store, [(b.manifest.batch_id, b.fields, b.newly_landed) for b in o.batches])
+        for day, o in found.items()
+    ]
+
+
+def _spoil(env) -> list[str]:
+    """A range with a lying hash, a malformed file, a missing manifest and a day that never landed."""
+    patch_manifest(env.day_dir("2026-09-18"), data_sha256="0" * 64)
+    write_batch(env.day_dir("2026-09-19"), data=b'{"source_seq": 204\n{"oops"\n', expected_rows=2)
+    (env.day_dir("2026-09-21") / "_manifest.json").unlink()
+    return SAMPLE_DAYS + ["2026-09-22"]
+
+
+def test_checking_a_range_concurrently_gives_what_checking_day_by_day_gives(tmp_path):
+    one, other = Env(tmp_path / "a"), Env(tmp_path / "b")
+    days = _spoil(one)
+    _spoil(other)
+    concurrent = _outcomes(one, days, in_turn=False)
+    assert concurrent == _outcomes(other, days, in_turn=True)
+    assert [d for d, kind, _ in concurrent if kind == "refused"] == ["2026-09-18", "2026-09-19", "2026-09-21", "2026-09-22"]
+    # a second pass: the stored batches are found again, nothing is newly landed
+    assert _outcomes(one, days, in_turn=False) == _outcomes(other, days, in_turn=True)
+    assert not list((one.home / "raw" / ".staging").iterdir())  # refused copies were discarded
+
+
+def test_an_error_in_a_range_stops_at_its_day_with_the_earlier_days_committed(env):
+    prepare(env)  # 2026-09-20 is stored; now it arrives again with other bytes under the same batch id
+    rows = read_rows(env.day_dir(DAY))
+    rows[0]["line_amount_usd"] = "999.00"
+    write_batch(env.day_dir(DAY), rows)
+    with pytest.raises(RawEvidenceConflict):
+        prepare_partitions(env.platform, SAMPLE_DAYS, NOW, duckdb_connection())
+    stored = {p.parent.name for p in (env.home / "raw").glob("sales_date=*/batch_id=*")}
+    assert stored == {f"sales_date={d}" for d in SAMPLE_DAYS if d <= DAY}  # 2026-09-21 never committed
+    assert not list((env.home / "raw" / ".staging").iterdir())

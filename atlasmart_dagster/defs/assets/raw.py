@@ -7,7 +7,7 @@ from ...domain.check_names import MANIFEST_ROWS_MATCH, SOURCE_CONTRACT_CONFORMS
 from ...errors import SourceNotReady
 from ...product.contract_approvals import resolver
 from ...product.lanes import guard_backfill_scope
-from ...product.readiness import PartitionSource, prepare_partition
+from ...product.readiness import PartitionSource, prepare_partitions
 from ...store.clock import RUN_STARTED
 from ...store.landing import batch_sql, field_types, file_format
 from ...store.ledger.partition_states import BLOCKED_UPSTREAM
@@ -45,11 +45,11 @@ def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
     contract_for = resolver(step.ledger)  # the approvals, read once for the whole range
     sources: dict[str, PartitionSource] = {}
     blocked: dict[str, list[str]] = {}
-    for partition in step.partitions:
-        try:
-            sources[partition] = prepare_partition(step.platform, partition, now, con, contract_for)
-        except SourceNotReady as exc:
-            blocked[partition] = exc.problems
+    for partition, outcome in prepare_partitions(step.platform, step.partitions, now, con, contract_for).items():
+        if isinstance(outcome, SourceNotReady):
+            blocked[partition] = outcome.problems
+        else:
+            sources[partition] = outcome
     for partition, problems in blocked.items():
         step.ledger.partitions.append(
             RAW_ORDER_LINES.name,
