@@ -16,7 +16,7 @@ from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - bot
 
 
 @pytest.fixture
-def env(tmp_path, deployment) -> Env:
+def env(tmp_path, deployment) -> Env:  # noqa: F811 - the imported fixture
     env = Env(tmp_path, clock="logical")
     LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")  # current partition: 2026-09-21
     return env

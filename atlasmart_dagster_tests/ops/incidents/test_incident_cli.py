@@ -17,7 +17,7 @@ DAY = "2026-09-20"
 
 
 @pytest.fixture
-def env(tmp_path, deployment):
+def env(tmp_path, deployment):  # noqa: F811 - the imported fixture
     env = Env(tmp_path, clock="logical")
     LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")
     assert run_chain(env.defs, env.instance, env.platform, ["2026-09-19", DAY], lane="backfill").success

@@ -25,7 +25,7 @@ def cli(env, capsys, *args):
 
 
 @pytest.fixture
-def drifted(tmp_path, capsys, deployment):
+def drifted(tmp_path, capsys, deployment):  # noqa: F811 - the imported fixture
     """The ERP renamed line_amount_usd: the contract gate stopped the day; an incident is open and contained."""
     env = Env(tmp_path, clock="logical")
     LogicalClock(env.home / "clock.json").set("2026-09-22T08:20:00Z")
