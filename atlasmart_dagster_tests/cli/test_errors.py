@@ -117,8 +117,12 @@ def test_an_unexpected_error_is_one_line_that_points_at_debug(capsys, home, tmp_
 def test_ctrl_c_exits_130_without_a_traceback(tmp_path):
     out = tmp_path / "gen"
     atlasmart = os.path.join(os.path.dirname(sys.executable), "atlasmart")
+    # SIGINT as at an interactive prompt: a runner started in the background
+    # ignores it, and its children would inherit that (an ignored Ctrl-C is
+    # rightly left alone by atlasmart, so this test would hang).
     proc = subprocess.Popen([atlasmart, "--home", str(tmp_path / "home"), "generate", "--days", "100000",
-                             "--rows", "1000", "--out", str(out)], stderr=subprocess.PIPE, text=True)
+                             "--rows", "1000", "--out", str(out)], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not (out / "landing").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)  # interrupt only once the command is at work, not while Python imports
