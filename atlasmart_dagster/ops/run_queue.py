@@ -38,7 +38,6 @@ import dagster as dg
 
 from ..defs.partitions import PARTITION_TAG, range_tags
 from ..errors import PermanentError, TransientError
-from .dagster_backfill_adapter import queue_asset_backfill
 
 QUEUE_TIMEOUT_ENV = "ATLASMART_QUEUE_TIMEOUT"
 # A daemon that has not beaten for this long is not serving the queue.
@@ -99,20 +98,6 @@ def _workspace_file(folder: Path) -> Path:
         f"      module_name: {CODE_LOCATION_MODULE}\n      location_name: {CODE_LOCATION_NAME}\n"
     )
     return path
-
-
-def queue_backfill(
-    defs: dg.Definitions,
-    instance: dg.DagsterInstance,
-    partitions: Sequence[str],
-    asset_keys: Sequence[dg.AssetKey],
-    tags: Mapping[str, str],
-    title: str,
-) -> str:
-    """Queue an asset backfill for the daemon; returns its id."""
-    return queue_asset_backfill(
-        defs, instance, partitions=partitions, asset_keys=asset_keys, tags=tags, title=title, description=title
-    )
 
 
 def _timeout() -> float:

@@ -25,7 +25,8 @@ from ..product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
 from ..product.run_certification import certify_run
 from ..store.ledger.partition_states import BUILT
 from ..store.platform import Platform
-from .run_queue import launch_job_run, queue_backfill, require_daemon, run_events, wait_for_backfill, wait_for_run
+from .dagster_backfill_adapter import queue_asset_backfill
+from .run_queue import launch_job_run, require_daemon, run_events, wait_for_backfill, wait_for_run
 from .run_reaper import reap_dead_runs, worker_tags
 
 
@@ -211,8 +212,9 @@ def run_through_queue(
     else:
         require_daemon(instance, ("QUEUED_RUN_COORDINATOR", "BACKFILL"))
         keys = list(asset_selection or backfill_sales_job.selection.resolve(defs.resolve_asset_graph()))
-        backfill_id = queue_backfill(defs, instance, partitions, keys, {LANE_TAG: BACKFILL, **(tags or {})},
-                                     title=f"atlasmart: {partitions[0]}..{partitions[-1]}")
+        title = f"atlasmart: {partitions[0]}..{partitions[-1]}"
+        backfill_id = queue_asset_backfill(defs, instance, partitions=partitions, asset_keys=keys,
+                                           tags={LANE_TAG: BACKFILL, **(tags or {})}, title=title, description=title)
         runs = wait_for_backfill(instance, backfill_id)
     success = bool(runs) and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
     outcome = RunOutcome(
