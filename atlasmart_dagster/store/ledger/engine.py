@@ -192,6 +192,11 @@ def where_clause(equal: dict[str, Any], within: dict[str, Any] | None = None) ->
     for column, values in (within or {}).items():
         if values is not None:
             values = list(values)
+            if not values:
+                # An empty list matches nothing. SQLite accepts ``IN ()``; Postgres
+                # refuses it as a syntax error, so it is never written.
+                clauses.append("1 = 0")
+                continue
             clauses.append(f"{column} IN ({', '.join('?' for _ in values)})")
             args.extend(values)
     return " AND ".join(clauses), args
