@@ -30,7 +30,7 @@ def cmd_status(args: argparse.Namespace, ctx: CliContext) -> int:
             s.partition,
             s.state,
             f"v{s.certified_version}" if s.certified_version else "-",
-            cert.recorded_at if cert else "-",
+            finance.served.certified_at if finance.served else "-",
             short(cert.fingerprint) if cert else "-",
             s.slo_summary,
             s.detail,

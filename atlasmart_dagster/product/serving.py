@@ -56,7 +56,7 @@ class AssetState:
             "served_version": self.served.version if self.served else None,
             "snapshot_id": cert.snapshot_id if cert else None,
             "fingerprint": cert.fingerprint if cert else None,
-            "certified_at": cert.recorded_at if cert else None,
+            "certified_at": self.served.certified_at if self.served else None,
             "controls": cert.controls.to_json() if cert and cert.controls else None,
             "withdrawn": self.withdrawn,
             "restatement_pending": self.restatement_pending,
@@ -135,7 +135,7 @@ def _state(
         return PartitionStatus(partition, WITHDRAWN, detail, assets)
     if len(served) == len(assets):
         version = max(a.served.version for a in served)
-        at = max(a.served.certification.recorded_at for a in served)
+        at = max(a.served.certified_at for a in served)
         if held:
             return PartitionStatus(partition, HELD, f"serving certified version {version}; {held}", assets)
         if any(a.restatement_pending for a in assets):

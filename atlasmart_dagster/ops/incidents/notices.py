@@ -231,7 +231,7 @@ def _last_known_good(platform: Platform, partitions: list[str]) -> list[dict[str
         earlier = sorted(p for p in served if not partitions or p < partitions[0])
         entry: dict[str, Any] = {"product": product_name(asset)}
         if in_scope:
-            entry["serving"] = {p: f"version {v.version} certified {v.certification.recorded_at}" for p, v in in_scope.items()}
+            entry["serving"] = {p: f"version {v.version} certified {v.certified_at}" for p, v in in_scope.items()}
         if earlier:
             v = served[earlier[-1]]
             entry["last_certified_day_before"] = f"{earlier[-1]} (version {v.version})"

@@ -109,6 +109,9 @@ class ServedVersion:
 
     certification: PartitionEvent
     version: int  # 1 for the first certified content of the partition, 2 after a restatement, ...
+    # When consumers were first served this content: a reload or replay that
+    # re-certifies identical rows does not move it (see ``_first_served_at``).
+    certified_at: str = ""
 
 
 def _content_version(history: list[PartitionEvent], target: PartitionEvent) -> int:
@@ -125,6 +128,20 @@ def _content_version(history: list[PartitionEvent], target: PartitionEvent) -> i
         if event.id == target.id:
             return version
     return version
+
+
+def _first_served_at(history: list[PartitionEvent], newest: PartitionEvent, withdrawn: set[int]) -> str:
+    """When the content of ``newest`` started being served without a break.
+
+    Walks back over certifications of the same fingerprint; a withdrawn one, or
+    another content in between, is a break (what follows it was delivered anew).
+    """
+    at = newest.recorded_at
+    for event in reversed(history[: history.index(newest)]):
+        if event.id in withdrawn or event.fingerprint != newest.fingerprint:
+            break
+        at = event.recorded_at
+    return at
 
 
 class PartitionStates:
@@ -200,5 +217,8 @@ class PartitionStates:
             live = [e for e in history if e.id not in withdrawn]
             if live:
                 newest = live[-1]
-                served[partition] = ServedVersion(newest, version=_content_version(history, newest))
+                served[partition] = ServedVersion(
+                    newest, version=_content_version(history, newest),
+                    certified_at=_first_served_at(history, newest, withdrawn),
+                )
         return served
