@@ -21,10 +21,9 @@ from typing import Any
 import dagster as dg
 
 from ..definitions import build_definitions
-from ..defs.automation.schedules import daily_sales_schedule
+from ..defs.automation.schedules import scheduled_load
 from ..defs.automation.sensors import plan_manifest_runs
-from ..defs.checks.certification_checks import report_certification_states
-from ..defs.checks.slo_checks import slo_reporter
+from ..defs.checks.certification_checks import report_day_states
 from ..defs.resources import AtlasmartResource
 from ..ops.runs import RunOutcome, run_chain
 from ..product.lanes import LANE_TAG
@@ -104,9 +103,8 @@ class DrillWorld:
         return manifest
 
     # -- automation -------------------------------------------------------
-    def tick_schedule(self) -> dg.RunRequest:
-        context = dg.build_schedule_context(instance=self.instance, scheduled_execution_time=self.clock.now())
-        return daily_sales_schedule(context)
+    def tick_schedule(self) -> dg.RunRequest | dg.SkipReason:
+        return scheduled_load(self.platform, self.clock.now())
 
     def tick_sensor(self) -> tuple[list[dg.RunRequest], list[str]]:
         return plan_manifest_runs(self.platform)
@@ -141,8 +139,8 @@ class DrillWorld:
         return outcome
 
     def certify(self, outcome: RunOutcome, actor: str = "certification_sensor"):
-        decisions = certify_run(self.platform, outcome.run_id, outcome.success, actor=actor, report_slos=slo_reporter(self.instance))
-        report_certification_states(self.instance, self.platform, outcome.partitions)
+        decisions = certify_run(self.platform, outcome.run_id, outcome.success, actor=actor)
+        report_day_states(self.instance, self.platform, outcome.partitions)
         outcome.decisions = decisions
         return decisions
 

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import dagster as dg
 
-from ..defs.automation.schedules import daily_sales_schedule
+from ..defs.automation.schedules import scheduled_load
 from ..defs.automation.sensors import plan_manifest_runs
 from ..product.lanes import LANE_TAG
 from ..product.slo import SCHEDULE_HOUR  # the hour of daily_sales_schedule's cron (UTC)
@@ -81,10 +81,14 @@ def tick(defs: dg.Definitions, instance: dg.DagsterInstance, platform: Platform,
     report.reaped_runs = reap_dead_runs(instance)
     outcomes: list[RunOutcome] = []
     for when in schedule_times(previous, now):
-        request = daily_sales_schedule(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
+        request = scheduled_load(platform, when)
+        if isinstance(request, dg.SkipReason):  # the day's batch was loaded already
+            report.skipped.append(f"schedule {format_ts(when)}: {request.skip_message}")
+            continue
         outcomes.append(_run(defs, instance, platform, request, log_level))
         report.scheduled.append(request.partition_key)
-    requests, report.skipped = plan_manifest_runs(platform)
+    requests, skipped = plan_manifest_runs(platform)
+    report.skipped += skipped
     for request in requests:
         outcomes.append(_run(defs, instance, platform, request, log_level))
         report.sensor.append(request.partition_key)

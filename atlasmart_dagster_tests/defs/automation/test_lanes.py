@@ -80,7 +80,8 @@ def test_daily_sales_job_carries_no_lane_tag_while_schedule_and_sensor_requests_
     assert LANE_TAG not in env.defs.resolve_job_def("daily_sales_job").tags
     assert env.defs.resolve_job_def("backfill_sales_job").tags[LANE_TAG] == "backfill"
 
-    scheduled = daily_sales_schedule(dg.build_schedule_context(scheduled_execution_time=NOW.replace(hour=8)))
+    scheduled = daily_sales_schedule(dg.build_schedule_context(scheduled_execution_time=NOW.replace(hour=8),
+                                                               resources={"atlasmart": env.resource}))
     assert scheduled.job_name in (None, "daily_sales_job") and scheduled.tags[LANE_TAG] == "current"
 
     LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")
