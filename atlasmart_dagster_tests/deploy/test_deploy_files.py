@@ -311,11 +311,15 @@ def test_helm_run_pods_and_code_server_share_the_warehouse_volume():
 def test_helm_daemon_enforces_the_team_lanes():
     daemon = _helm_values()["dagsterDaemon"]
     embedded, team = _validated(EMBEDDED), _validated(TEAM)
-    queue = daemon["runCoordinator"]["config"]["queuedRunCoordinator"]
-    assert daemon["runCoordinator"]["enabled"] is True and daemon["runCoordinator"]["type"] == "QueuedRunCoordinator"
-    assert queue["maxConcurrentRuns"] == team["concurrency"]["runs"]["max_concurrent_runs"]
-    assert queue["tagConcurrencyLimits"] == team["concurrency"]["runs"]["tag_concurrency_limits"]
-    assert queue["dequeueIntervalSeconds"] == embedded["run_queue"]["dequeue_interval_seconds"]
+    coordinator = daemon["runCoordinator"]["config"]["customRunCoordinator"]
+    assert daemon["runCoordinator"]["enabled"] is True and daemon["runCoordinator"]["type"] == "CustomRunCoordinator"
+    # the same lane-stamping coordinator as the instance files
+    assert (coordinator["module"], coordinator["class"]) == (
+        team["run_coordinator"]["module"], team["run_coordinator"]["class"])
+    queue = coordinator["config"]
+    assert queue["max_concurrent_runs"] == team["concurrency"]["runs"]["max_concurrent_runs"]
+    assert queue["tag_concurrency_limits"] == team["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert queue["dequeue_interval_seconds"] == embedded["run_coordinator"]["config"]["dequeue_interval_seconds"]
     monitoring = embedded["run_monitoring"]
     assert daemon["runMonitoring"] == {
         "enabled": monitoring["enabled"],

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import dagster as dg
 
 from ...domain.controls import ControlTuple
-from ...product.lanes import lane_of
+from ...product.lanes import LANE_TAG, MANUAL, lane_of
 from ...store.ledger.partition_states import BUILT
 from ...store.platform import Platform
 from ..partitions import partition_keys_from_tags
@@ -25,6 +25,8 @@ _MAX_PLANNED = 10_000
 # anything. Empty in production: drills and tests register fault injectors
 # here (``drills/faults.py``), so no asset body carries drill code.
 STEP_START_HOOKS: list[Callable[["Step"], None]] = []
+# Runs whose lane tag this process already added (one write per run, not per step).
+_STAMPED_RUNS: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -151,10 +153,23 @@ class Step:
         self._batch_ids: dict[str, list[str]] = {}
         retry = getattr(context, "retry_number", 0)
         if isinstance(context, dg.AssetExecutionContext):
+            self._stamp_lane()
             if retry:
                 self.ledger.runs.record_retry(self.run_id, asset, retry + 1, self.now())
             for hook in STEP_START_HOOKS:
                 hook(self)
+
+    def _stamp_lane(self) -> None:
+        """Tag the run with its lane if nothing did (runs executed in their launching process).
+
+        Queued runs are stamped by the run coordinator (``ops/lane_coordinator.py``);
+        ``dagster asset materialize`` and ``atlasmart`` runs never pass one, so
+        their first step does it, once per run and process.
+        """
+        if LANE_TAG in self.tags or self.lane == MANUAL or self.run_id in _STAMPED_RUNS:
+            return
+        self.context.instance.add_run_tags(self.run_id, {LANE_TAG: self.lane})
+        _STAMPED_RUNS.add(self.run_id)
 
     def _partitions(self) -> list[str]:
         if isinstance(self.context, dg.AssetExecutionContext):
