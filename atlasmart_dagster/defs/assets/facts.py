@@ -26,11 +26,11 @@ from .step import CheckOutcome, Step
     owners=["team:data-platform"],
     metadata=lineage_metadata("fact_sales"),
     check_specs=[
-        dg.AssetCheckSpec(GRAIN_UNIQUE, asset="fact_sales", blocking=True,
+        dg.AssetCheckSpec(GRAIN_UNIQUE, asset="fact_sales", blocking=True, partitions_def=daily_partitions,
                           description="(order_id, line_no) is unique within the day."),
-        dg.AssetCheckSpec(NO_NEGATIVE_MONEY, asset="fact_sales", blocking=True,
+        dg.AssetCheckSpec(NO_NEGATIVE_MONEY, asset="fact_sales", blocking=True, partitions_def=daily_partitions,
                           description="revenue_usd and cost_usd are never negative."),
-        dg.AssetCheckSpec(FACT_MATCHES_STAGING, asset="fact_sales", blocking=True,
+        dg.AssetCheckSpec(FACT_MATCHES_STAGING, asset="fact_sales", blocking=True, partitions_def=daily_partitions,
                           description="Published fact controls equal the current paid lines in staging."),
     ],
 )

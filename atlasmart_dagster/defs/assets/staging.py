@@ -66,6 +66,7 @@ def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | Non
             asset="stg_order_lines",
             additional_deps=["quarantine_order_lines"],
             blocking=True,
+            partitions_def=daily_partitions,
             description="Manifest rows = raw rows = accepted + quarantined, per day.",
         ),
         dg.AssetCheckSpec(
@@ -73,6 +74,7 @@ def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | Non
             asset="stg_order_lines",
             additional_deps=["quarantine_order_lines"],
             blocking=True,
+            partitions_def=daily_partitions,
             description=(
                 "The day's accepted share and each quarantine reason's share are within the source contract's "
                 "quality thresholds: a day whose rows were mostly refused is not certified (never served as zeros)."

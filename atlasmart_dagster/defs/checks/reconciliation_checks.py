@@ -27,17 +27,20 @@ from ...product.published_controls import controls_of, metric_revenue_of
 from ...store.tables import AGG_DAILY_SALES, FACT_SALES, MART_EXECUTIVE_REVENUE, TableSpec
 from ...store.warehouse import duckdb_connection
 from ..assets.step import CheckOutcome, Step
+from ..partitions import daily_partitions
 
 AGG_MATCHES_FACT_SPEC = dg.AssetCheckSpec(
     AGG_MATCHES_FACT,
     asset="agg_daily_sales",
     blocking=True,
+    partitions_def=daily_partitions,
     description="agg_daily_sales carries exactly the control tuple recomputed from fact_sales, per day.",
 )
 METRIC_MATCHES_AGG_SPEC = dg.AssetCheckSpec(
     METRIC_MATCHES_AGG,
     asset="metric_gross_revenue",
     blocking=True,
+    partitions_def=daily_partitions,
     description="The governed revenue metric, summed over channels, equals agg_daily_sales.revenue_usd per day.",
 )
 _MART_TITLES = {"mart_finance_daily_sales": "The finance mart", "mart_executive_revenue": "The executive mart"}
@@ -48,6 +51,7 @@ def mart_matches_agg_and_metric_spec(mart: str) -> dg.AssetCheckSpec:
         MART_MATCHES_AGG_AND_METRIC,
         asset=mart,
         blocking=True,
+        partitions_def=daily_partitions,
         description=f"{_MART_TITLES[mart]} carries the aggregate's control tuple and the governed revenue, per day.",
     )
 
@@ -56,6 +60,7 @@ CHANNEL_SPLIT_ADDS_UP_SPEC = dg.AssetCheckSpec(
     CHANNEL_SPLIT_ADDS_UP,
     asset="mart_executive_revenue",
     blocking=True,
+    partitions_def=daily_partitions,
     description="revenue_web_usd + revenue_store_usd + revenue_marketplace_usd = revenue_usd, per day.",
 )
 

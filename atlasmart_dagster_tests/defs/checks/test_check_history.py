@@ -66,8 +66,9 @@ def test_a_range_run_fails_a_check_on_its_bad_day_only_and_still_blocks(tmp_path
     assert history_of_run(env, outcome.run_id, [key]) == {(key, DAYS[0]): "SUCCEEDED", (key, DAYS[1]): "FAILED"}
 
 
-def test_a_check_run_alone_reports_once_for_the_run_as_dagster_planned_it(tmp_path):
-    """Executing checks without their asset (nothing materialized), Dagster plans each check once, unpartitioned."""
+def test_a_check_run_alone_reports_the_day_it_checked(tmp_path):
+    """Executing checks without their asset (nothing materialized): the partitioned check is planned for the day,
+    and reports that day (it shows in the Partition column)."""
     env = Env(tmp_path)
     assert run_chain(env.defs, env.instance, env.platform, DAYS, lane="backfill").success
     corrupt_aggregate_cost(env.platform, DAYS[1], +10)
@@ -76,4 +77,5 @@ def test_a_check_run_alone_reports_once_for_the_run_as_dagster_planned_it(tmp_pa
     assert not detection.success
     (evaluation,) = detection.get_asset_check_evaluations()
     assert not evaluation.passed and evaluation.metadata["failing_partitions"].value == DAYS[1]
-    assert history_of_run(env, detection.run_id, [key]) == {(key, None): "FAILED"}  # nothing left planned
+    assert evaluation.partition == DAYS[1]
+    assert history_of_run(env, detection.run_id, [key]) == {(key, DAYS[1]): "FAILED"}  # nothing left planned
