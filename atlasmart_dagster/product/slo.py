@@ -181,9 +181,21 @@ def evaluate(t: Timeline) -> list[SloResult]:
         minutes_between(t.run_started_at, t.run_finished_at) if t.run_started_at and t.run_finished_at else None
     )
     results.append(_upper(p, DURATION, duration, "run start -> run end"))
-    results.append(_upper(p, AVAILABILITY, minutes_between(t.scheduled_at, t.certified_at),
-                          f"scheduled {format_ts(t.scheduled_at)} -> certified {format_ts(t.certified_at)}"))
+    results.append(_availability(t))
     return results
+
+
+def _availability(t: Timeline) -> SloResult:
+    """Minutes from the schedule to certification; a day certified before its schedule waited 0 minutes.
+
+    A negative figure ("availability -21.95 min") reads as a fault; the day
+    was simply early, which the detail says.
+    """
+    waited = minutes_between(t.scheduled_at, t.certified_at)
+    span = f"scheduled {format_ts(t.scheduled_at)} -> certified {format_ts(t.certified_at)}"
+    if waited < 0:
+        return _upper(t.partition, AVAILABILITY, 0.0, f"{span} ({_num(round(-waited, 2))} min before the schedule)")
+    return _upper(t.partition, AVAILABILITY, waited, span)
 
 
 def attempted_on_time(ledger: Ledger, partition: str) -> bool:

@@ -88,7 +88,7 @@ def slo_check_evaluations(results: Iterable[SloResult], in_run: bool = False) ->
             passed=r.met,
             severity=dg.AssetCheckSeverity.WARN,
             metadata=_metadata(r),
-            description=r.describe(),
+            description=f"{r.partition} {r.describe()}",
             blocking=False,
             partition=r.partition if in_run else None,
         )
@@ -98,12 +98,17 @@ def slo_check_evaluations(results: Iterable[SloResult], in_run: bool = False) ->
 
 
 def not_measured_evaluations(partition: str, objectives: Sequence[str], reason: str) -> list[dg.AssetCheckEvaluation]:
-    """Objectives a day is not measured on: passed with a WARN and the reason, never a miss."""
+    """Objectives a day is not measured on: a WARN with the reason, never a pass and never a miss.
+
+    Not a pass: a green "Passed" for a day nobody measured would be a green
+    light that says nothing. A WARN failure shows as a warning in the UI and
+    blocks nothing.
+    """
     return [
         dg.AssetCheckEvaluation(
             asset_key=dg.AssetKey(asset),
             check_name=slo_check_name(objective),
-            passed=True,
+            passed=False,
             severity=dg.AssetCheckSeverity.WARN,
             metadata={
                 "partition": partition,
@@ -113,7 +118,7 @@ def not_measured_evaluations(partition: str, objectives: Sequence[str], reason: 
                 "unit": UNITS[objective],
                 "target": TARGETS[objective],
             },
-            description=f"{objective} not measured for {partition}: {reason}",
+            description=f"{partition} NOT MEASURED ({objective}): {reason}",
             blocking=False,
             partition=partition,  # only ever evaluated in a run
         )
@@ -157,15 +162,18 @@ def partition_slo_evaluations(platform: Platform, partition: str, now: datetime)
     return not_measured_evaluations(partition, OBJECTIVES, reason)
 
 
-def report_slo_checks(instance: dg.DagsterInstance, results: Iterable[SloResult]) -> None:
-    """Show SLO results as evaluations of the marts' SLO checks in the Dagster UI (the day in the metadata)."""
-    for evaluation in slo_check_evaluations(results):
-        instance.report_runless_asset_event(evaluation)
+def report_recorded_slos(instance: dg.DagsterInstance, platform: Platform, partitions: Iterable[str]) -> None:
+    """Show the recorded SLO results of ``partitions`` as runless evaluations of the marts' SLO checks.
 
-
-def slo_reporter(instance: dg.DagsterInstance | None):
-    """``report_slos`` for ``certify_run``: report to ``instance`` (nothing without one)."""
-    return None if instance is None else (lambda results: report_slo_checks(instance, results))
+    Days without recorded results (history, not delivered yet) report nothing
+    here: a run that includes the checks says "not measured" for them.
+    Re-reporting a delivered day after a reload keeps its SLO state the newest
+    evaluation, so the UI does not read "Not evaluated" against the reload's
+    materialization.
+    """
+    for partition in partitions:
+        for evaluation in slo_check_evaluations(latest_results(platform.ledger, partition)):
+            instance.report_runless_asset_event(evaluation)
 
 
 @dg.multi_asset_check(
