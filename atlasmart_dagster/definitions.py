@@ -23,12 +23,14 @@ from .defs.assets.dimensions import dim_customer, dim_product
 from .defs.assets.facts import fact_sales
 from .defs.assets.marts import mart_executive_revenue, mart_finance_daily_sales
 from .defs.assets.raw import raw_order_lines
+from .defs.assets.served import SERVED_SPECS
 from .defs.assets.semantic import metric_gross_revenue
 from .defs.assets.sources import ERP_ORDER_LINES
 from .defs.assets.staging import stg_order_lines
 from .defs.automation.jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job, reference_job
 from .defs.automation.schedules import daily_sales_schedule
-from .defs.automation.sensors import certification_sensor, landing_manifest_sensor
+from .defs.automation.certification_sensor import certification_sensor
+from .defs.automation.sensors import landing_manifest_sensor
 from .defs.checks.certification_checks import certification_states
 from .defs.checks.golden_checks import dashboard_golden_checks
 from .defs.checks.slo_checks import partition_slos
@@ -47,6 +49,7 @@ ASSETS = [
     mart_executive_revenue,
     dim_customer,
     dim_product,
+    *SERVED_SPECS,
     *CONSUMER_SPECS,
 ]
 ASSET_CHECKS = [

@@ -91,16 +91,15 @@ def cmd_batch_map(args: argparse.Namespace, ctx: CliContext) -> int:
 def cmd_restatement_approve(args: argparse.Namespace, ctx: CliContext) -> int:
     """The data owner approves the figures of a held restatement; the held build is certified as the next version."""
     # Local: only this command certifies, which loads Dagster and the checks (cold start).
-    from ..defs.checks.certification_checks import report_certification_states
-    from ..defs.checks.slo_checks import slo_reporter
+    from ..defs.checks.certification_checks import report_day_states
     from ..product.run_certification import certify_and_deliver
 
     platform = ctx.platform
     controls = approve_restatement(platform, args.partition, args.owner, args.by, args.reason,
                                    platform.clock.now(), args.incident)
     decisions = certify_and_deliver(platform, held_builds(platform, args.partition), True,
-                                    f"{args.by} (restatement approved)", slo_reporter(ctx.instance))
-    report_certification_states(ctx.instance, platform, [args.partition])
+                                    f"{args.by} (restatement approved)")
+    report_day_states(ctx.instance, platform, [args.partition])
     certified = all(d.certified for d in decisions) and bool(decisions)
     if ctx.as_json:
         print_json({"partition": args.partition, "approved_controls": controls.to_json(),

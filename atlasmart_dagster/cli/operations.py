@@ -6,26 +6,29 @@ import argparse
 import time
 
 from ..defs.automation.jobs import DAILY_CHAIN
-from ..defs.checks.certification_checks import report_certification_states
-from ..defs.checks.slo_checks import slo_reporter
+from ..defs.checks.certification_checks import report_day_states
 from ..errors import AtlasmartError, UsageError
 from ..ops.backfills import BackfillRequest, run_backfill, submit_to_daemon
 from ..product.run_certification import certify_run
+from ..store.dagster_instance import resolve_run_id
 from .context import CliContext, sales_date
 from .output import print_json
 
 
 def cmd_certify(args: argparse.Namespace, ctx: CliContext) -> int:
     """Run the certification gate for a run started elsewhere (e.g. dagster asset materialize)."""
-    record = ctx.instance.get_run_record_by_id(args.run)
+    run_id = resolve_run_id(ctx.instance, args.run)
+    record = ctx.instance.get_run_record_by_id(run_id) if run_id else None
     if record is None:
         raise AtlasmartError(
             f"run {args.run} is not in the Dagster instance {ctx.instance.root_directory}: "
-            "check the run id, and that DAGSTER_HOME names the instance the run was launched on"
+            "check the run id (a unique prefix such as the 8 characters the UI shows will do), and that "
+            "DAGSTER_HOME names the instance the run was launched on"
         )
+    args.run = run_id
     succeeded = record.dagster_run.status.value == "SUCCESS"
-    decisions = certify_run(ctx.platform, args.run, succeeded, actor=args.actor, report_slos=slo_reporter(ctx.instance))
-    report_certification_states(ctx.instance, ctx.platform, sorted({d.partition for d in decisions}))
+    decisions = certify_run(ctx.platform, run_id, succeeded, actor=args.actor)
+    report_day_states(ctx.instance, ctx.platform, sorted({d.partition for d in decisions}))
     if ctx.as_json:
         print_json([d.to_json() for d in decisions])
     else:
@@ -88,7 +91,7 @@ def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("certify", help=cmd_certify.__doc__, description=cmd_certify.__doc__)
-    p.add_argument("--run", required=True, help="Dagster run id whose builds to certify")
+    p.add_argument("--run", required=True, help="Dagster run id whose builds to certify (a unique prefix, e.g. the 8 characters the UI shows)")
     p.add_argument("--actor", default="operator", help="who certifies (recorded in the ledger)")
     p.set_defaults(handler=cmd_certify)
     p = sub.add_parser("backfill", help=cmd_backfill.__doc__, description=cmd_backfill.__doc__)

@@ -63,6 +63,8 @@ def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
 @dg.sensor(
     name="stale_run_sensor",
     minimum_interval_seconds=60,
+    # On by default: an install that never hears of trouble (or never frees a dead run's lane) is not working.
+    default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
         "Marks runs failed whose atlasmart process died (killed, crashed), so they stop holding their lane "
         "in the run queue. Runs the daemon launched are watched by Dagster's run monitoring instead."

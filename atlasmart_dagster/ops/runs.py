@@ -16,8 +16,8 @@ from typing import Mapping, Sequence
 import dagster as dg
 
 from ..defs.automation.jobs import backfill_sales_job, daily_sales_job
-from ..defs.checks.certification_checks import CERTIFICATION_CHECK_KEYS, report_certification_states
-from ..defs.checks.slo_checks import SLO_CHECK_KEYS, slo_reporter
+from ..defs.checks.certification_checks import CERTIFICATION_CHECK_KEYS, report_day_states
+from ..defs.checks.slo_checks import SLO_CHECK_KEYS
 from ..defs.partitions import range_tags
 from ..domain.check_names import SOURCE_CONTRACT_CONFORMS
 from ..product.certification_gate import GateDecision, certified_partitions
@@ -183,8 +183,8 @@ def run_chain(
         result=result,
     )
     if certify:
-        outcome.decisions = certify_run(platform, result.run_id, result.success, actor="atlasmart", report_slos=slo_reporter(instance))
-        report_certification_states(instance, platform, partitions)
+        outcome.decisions = certify_run(platform, result.run_id, result.success, actor="atlasmart")
+        report_day_states(instance, platform, partitions)
     return outcome
 
 
@@ -228,8 +228,8 @@ def run_through_queue(
     if certify:
         for run in runs:
             outcome.decisions += certify_run(platform, run.run_id, run.status == dg.DagsterRunStatus.SUCCESS,
-                                             actor="atlasmart", report_slos=slo_reporter(instance))
-        report_certification_states(instance, platform, partitions)
+                                             actor="atlasmart")
+        report_day_states(instance, platform, partitions)
     return outcome
 
 

@@ -265,12 +265,36 @@ def certify_builds(
     """Run the gate on BUILT candidates and record each decision (also re-deciding refused ones)."""
     ledger = platform.ledger
     at = platform.clock.now()
+    seen = _decisions_of(ledger, builds)
     evidence = GateEvidence(platform, builds) if builds else None
     decisions = [decide(evidence, event, run_succeeded) for event in builds]
     with ledger.transaction():
-        for event, decision in zip(builds, decisions):
+        # certification_sensor and the command that ran the run may decide the
+        # same builds at once; the transaction serialises them, and the second
+        # finds a decision newer than what it read and records nothing for that
+        # build. (Re-deciding a refused build on purpose, as verification does,
+        # still works: its older refusal was already there when it started.)
+        now = _decisions_of(ledger, builds)
+        kept = [(e, d) for e, d in zip(builds, decisions) if now.get(e.id, 0) <= seen.get(e.id, 0)]
+        for event, decision in kept:
             _record_decision(ledger, event, decision, actor, at)
-    return decisions
+    return [d for _, d in kept]
+
+
+def _decisions_of(ledger, builds: list[PartitionEvent]) -> dict[int, int]:
+    """For each of ``builds`` some decision names, the id of the newest such decision."""
+    if not builds:
+        return {}
+    wanted = {b.id for b in builds}
+    newest: dict[int, int] = {}
+    for event in ledger.partitions.events(
+        states=(CERTIFIED, CERTIFICATION_REFUSED), assets=sorted({b.asset for b in builds}),
+        partitions=sorted({b.partition for b in builds}),
+    ):
+        built = event.detail.get("built_event_id")
+        if built in wanted:
+            newest[built] = max(newest.get(built, 0), event.id)
+    return newest
 
 
 def _record_decision(ledger, event: PartitionEvent, decision: GateDecision, actor: str, at) -> None:

@@ -17,9 +17,14 @@ from .dashboards import current, fingerprint, tile_values
 
 
 def certify_dashboards(platform: Platform, run_id: str, actor: str) -> list[GateDecision]:
-    """Certify each dashboard day whose golden cross-check passed in ``run_id`` (and is not held)."""
+    """Certify each dashboard day whose golden cross-check passed in ``run_id`` (and is not held).
+
+    Idempotent: a (dashboard, day) already decided for ``run_id`` is not decided again.
+    """
     ledger = platform.ledger
-    results = [r for r in ledger.checks.results(run_id=run_id) if r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC]
+    decided = {(e.asset, e.partition) for e in ledger.partitions.events(run_id=run_id, states=(CERTIFIED, CERTIFICATION_REFUSED))}
+    results = [r for r in ledger.checks.results(run_id=run_id)
+               if r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC and (r["asset"], r["partition"]) not in decided]
     decisions = []
     at = platform.clock.now()
     holds = ledger.holds.active()

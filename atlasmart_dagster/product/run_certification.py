@@ -7,8 +7,8 @@ once a run has ended. Each step is its own module and is only called here:
 1. the certification gate decides every candidate the run built
    (``certification_gate.py``);
 2. a day whose every certified product was just certified is *delivered*: its
-   first-delivery SLOs are measured (``slo.py``) and handed to ``report_slos``
-   (the Dagster side shows them as check evaluations);
+   first-delivery SLOs are measured and recorded (``slo.py``; the Dagster side
+   shows the recorded results as check evaluations);
 3. dashboard days whose golden cross-check passed in the run are certified
    (``dashboard_certification.py``).
 """
@@ -16,8 +16,6 @@ once a run has ended. Each step is its own module and is only called here:
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Callable
-
 from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
 from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS
@@ -25,19 +23,14 @@ from .certification_gate import GateDecision, certify_builds
 from .dashboard_certification import certify_dashboards
 from .slo import SloResult, record_first_delivery
 
-# Shows measured SLOs where people look (the Dagster UI); None when nobody is watching.
-SloReporter = Callable[[list[SloResult]], None]
-
-
 def certify_run(
     platform: Platform,
     run_id: str,
     run_succeeded: bool,
     actor: str = "certification-gate",
-    report_slos: SloReporter | None = None,
 ) -> list[GateDecision]:
     """Certify (or refuse) everything ``run_id`` built for certified assets, then its dashboards. Idempotent."""
-    decisions = certify_and_deliver(platform, pending_builds(platform, run_id), run_succeeded, actor, report_slos)
+    decisions = certify_and_deliver(platform, pending_builds(platform, run_id), run_succeeded, actor)
     if run_succeeded:
         decisions += certify_dashboards(platform, run_id, actor)
     return decisions
@@ -59,13 +52,10 @@ def certify_and_deliver(
     builds: list[PartitionEvent],
     run_succeeded: bool,
     actor: str,
-    report_slos: SloReporter | None = None,
 ) -> list[GateDecision]:
     """The gate on ``builds``, then the delivery of every day it certified whole."""
     decisions = certify_builds(platform, builds, run_succeeded, actor)
-    results = deliver(platform, builds, decisions, platform.clock.now())
-    if results and report_slos is not None:
-        report_slos(results)
+    deliver(platform, builds, decisions, platform.clock.now())
     return decisions
 
 

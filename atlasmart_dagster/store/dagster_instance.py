@@ -96,3 +96,20 @@ def dagster_instance(home: AtlasmartHome) -> dg.DagsterInstance:
         if missing or {p.name for p in folder.iterdir()} == {INIT_LOCK_NAME}:
             _write_config(home, folder)
         return dg.DagsterInstance.get()
+
+
+def resolve_run_id(instance: dg.DagsterInstance, text: str) -> str | None:
+    """The full id of the run ``text`` names: a whole run id, or a unique prefix (the UI shows 8 characters).
+
+    None when no run matches; a prefix that matches several runs is a usage error naming them.
+    """
+    text = text.strip().lower()
+    if instance.get_run_record_by_id(text) is not None:
+        return text
+    if not text or any(c not in "0123456789abcdef-" for c in text):
+        return None
+    matches = [run_id for run_id in instance.get_run_ids() if run_id.startswith(text)]
+    if len(matches) > 1:
+        raise UsageError(f"run id prefix {text!r} matches {len(matches)} runs ({', '.join(m[:12] for m in matches[:5])}…): "
+                         "give more characters")
+    return matches[0] if matches else None

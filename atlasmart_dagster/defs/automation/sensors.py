@@ -1,24 +1,22 @@
-"""Sensors: start loads when sources are ready, certify what successful runs built.
+"""The landing sensor: start loads when sources are ready.
 
-The incident sensor lives with the incident workflow (``ops/incidents/incident_sensor.py``).
+Certification after runs is ``certification_sensor.py``; the incident sensor
+lives with the incident workflow (``ops/incidents/incident_sensor.py``).
 """
 
 from datetime import date, timedelta
 
 import dagster as dg
 
-from ...product.certification_gate import certified_partitions
 from ...product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
-from ...product.run_certification import certify_run
 from ...store.landing import parse_manifest
 from ...store.ledger.partition_states import RESTATEMENT_PENDING
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from ..checks.certification_checks import report_certification_states
-from ..checks.slo_checks import slo_reporter
+from ..checks.certification_checks import report_day_states
 from ..partitions import FIRST_SALES_DATE
 from ..resources import AtlasmartResource
-from .jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job
+from .jobs import backfill_sales_job, daily_sales_job
 from .schedules import TRIGGER_TAG
 
 RESTATES_BATCH_TAG = "atlasmart/restates_batch"
@@ -90,7 +88,7 @@ def landing_manifest_sensor(context: dg.SensorEvaluationContext, atlasmart: Atla
     requests, skipped = plan_manifest_runs(atlasmart.platform)
     restated = {r.partition_key for r in requests if RESTATES_BATCH_TAG in r.tags}
     if restated:  # the days just marked RESTATEMENT_PENDING show it on their certification_state check
-        report_certification_states(context.instance, atlasmart.platform, restated)
+        report_day_states(context.instance, atlasmart.platform, restated)
     if requests:
         return dg.SensorResult(run_requests=requests)
     return dg.SkipReason(skip_reason(atlasmart.platform, skipped))
@@ -133,49 +131,3 @@ def skip_reason(platform: Platform, skipped: list[str]) -> str:
         more = f" (and {len(skipped) - len(shown)} more)" if len(skipped) > len(shown) else ""
         reason += f"; skipped {len(skipped)} day{'s' if len(skipped) != 1 else ''}{more}: " + "; ".join(shown)
     return reason
-
-
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.SUCCESS,
-    name="certification_sensor",
-    minimum_interval_seconds=30,
-    request_job=dashboard_checks_job,
-    description=(
-        "After a run succeeds, runs the certification gate on every certified asset partition it built "
-        "and records CERTIFIED (or CERTIFICATION_REFUSED with reasons) in the ledger, and shows each day's "
-        "certification state on the assets' certification_state check; then requests the dashboards' golden "
-        "cross-checks, whose passing days certify the dashboards."
-    ),
-)
-def certification_sensor(context: dg.RunStatusSensorContext, atlasmart: AtlasmartResource):
-    decisions = certify_run(
-        atlasmart.platform,
-        context.dagster_run.run_id,
-        run_succeeded=True,
-        actor="certification_sensor",
-        report_slos=slo_reporter(context.instance),
-    )
-    # Certification state per day where people look: each certified asset's certification_state check.
-    report_certification_states(
-        context.instance, atlasmart.platform, {d.partition for d in decisions if d.asset in CERTIFIED_ASSETS}
-    )
-    certified = certified_partitions(decisions)
-    refused = [d for d in decisions if not d.certified]
-    if refused:
-        context.log.warning(
-            "certification refused: " + "; ".join(f"{d.asset} {d.partition}: {', '.join(d.reasons)}" for d in refused)
-        )
-    if certified:
-        context.log.info(f"certified partitions {', '.join(certified)} of run {context.dagster_run.run_id}")
-    return golden_check_request(decisions, context.dagster_run.run_id)
-
-
-def golden_check_request(decisions, run_id: str) -> dg.RunRequest | None:
-    """Golden cross-checks follow newly certified data products only.
-
-    A run of the golden checks certifies dashboards; requesting checks again
-    for that would start a run per run, forever.
-    """
-    if any(d.certified and d.asset in CERTIFIED_ASSETS for d in decisions):
-        return dg.RunRequest(run_key=f"golden-{run_id}")
-    return None

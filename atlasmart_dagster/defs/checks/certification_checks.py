@@ -32,7 +32,9 @@ from ...product.serving import HELD, AssetState, PartitionStatus, partition_stat
 from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
+from ..assets.served import sync_served_partitions
 from ..assets.step import Step, partitioned_check_events
+from .slo_checks import report_recorded_slos
 from ..resources import AtlasmartResource
 
 CERTIFICATION_STATE = "certification_state"
@@ -97,7 +99,7 @@ def state_evaluation(
         "partition": status.partition,
         "state": state,
         "version": served.version if served else dg.MetadataValue.null(),
-        "certified_at": cert.recorded_at if cert else dg.MetadataValue.null(),
+        "certified_at": served.certified_at if served else dg.MetadataValue.null(),
         "fingerprint": cert.fingerprint if cert and cert.fingerprint else dg.MetadataValue.null(),
         "snapshot_id": cert.snapshot_id if cert and cert.snapshot_id is not None else dg.MetadataValue.null(),
         "certified_by_run": cert.run_id if cert and cert.run_id else dg.MetadataValue.null(),
@@ -150,6 +152,27 @@ def report_certification_states(
     for evaluation in evaluations:
         instance.report_runless_asset_event(evaluation)
     return evaluations
+
+
+def report_day_states(
+    instance: dg.DagsterInstance | None, platform: Platform, partitions: Iterable[str]
+) -> list[dg.AssetCheckEvaluation]:
+    """Show where ``partitions`` stand wherever the Dagster UI shows a day, after certification changed them.
+
+    The ``served_*`` assets' partition status (what consumers get), each
+    certified asset's ``certification_state``, and the SLO checks of the days
+    that have recorded SLO results (re-reported, so a reload of a delivered day
+    leaves its SLO state readable). Every path that changes certification calls
+    this; without an instance (``--ephemeral-instance``) nothing is shown.
+    """
+    if instance is None:
+        return []
+    days = sorted(set(partitions))
+    if not days:
+        return []
+    sync_served_partitions(instance, platform, days)
+    report_recorded_slos(instance, platform, days)
+    return report_certification_states(instance, platform, days)
 
 
 @dg.multi_asset_check(

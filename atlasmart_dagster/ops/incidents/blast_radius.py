@@ -35,6 +35,7 @@ KIND_BY_GROUP = {
     "aggregates": "aggregate",
     "semantic": "governed metric",
     "marts": "certified mart",
+    "served": "served state",
     "dimensions": "dimension",
 }
 

@@ -14,6 +14,8 @@ from .detection import detect
 @dg.sensor(
     name="incident_sensor",
     minimum_interval_seconds=60,
+    # On by default: an install that never hears of trouble (or never frees a dead run's lane) is not working.
+    default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
         "Opens or updates incidents from evidence: failed blocking checks and dashboard golden checks, missed "
         "SLOs (a day the daily delivery did not certify by its deadline records its availability miss here), "

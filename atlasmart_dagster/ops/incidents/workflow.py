@@ -19,8 +19,7 @@ from typing import Any, Callable
 
 import dagster as dg
 
-from ...defs.checks.certification_checks import report_certification_states
-from ...defs.checks.slo_checks import slo_reporter
+from ...defs.checks.certification_checks import report_day_states
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ...domain.controls import ControlTuple
 from ...product.canonical_controls import verify_partitions
@@ -134,7 +133,7 @@ class IncidentWorkflow:
                           f"contained: {len(withdrawn)} certifications withdrawn; {held}", data=data)
         self.store.advance(self.get(incident_id), CONTAINED, now, actor, "contained")
         if self.instance is not None:
-            report_certification_states(self.instance, self.platform, partitions)
+            report_day_states(self.instance, self.platform, partitions)
         return data
 
     def _authorise(self, actor: str, permission: str, action: str) -> None:
@@ -240,9 +239,9 @@ class IncidentWorkflow:
                 if hold["incident_id"] == incident_id:
                     self.platform.ledger.holds.release(hold["id"], actor, f"{incident_id} verified", self._now())
             builds = _uncertified_builds(self.platform, partitions)
-            decisions = certify_and_deliver(self.platform, builds, True, f"{actor} (verification)", slo_reporter(self.instance))
+            decisions = certify_and_deliver(self.platform, builds, True, f"{actor} (verification)")
             if self.instance is not None:
-                report_certification_states(self.instance, self.platform, partitions)
+                report_day_states(self.instance, self.platform, partitions)
             if golden and self.instance is not None:
                 decisions += self._recheck_dashboards(actor)
             data["recertified"] = sorted({(d.asset, d.partition) for d in decisions if d.certified})

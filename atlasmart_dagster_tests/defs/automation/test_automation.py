@@ -13,12 +13,43 @@ from atlasmart_dagster_tests.conftest import Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 
-def test_schedule_runs_yesterday_in_the_current_lane_at_0800_utc():
-    context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 9, 22, 8, 0, tzinfo=timezone.utc))
-    request = daily_sales_schedule(context)
+def _scheduled(env, at=datetime(2026, 9, 22, 8, 0, tzinfo=timezone.utc)):
+    context = dg.build_schedule_context(scheduled_execution_time=at, resources={"atlasmart": env.resource})
+    return daily_sales_schedule(context)
+
+
+def test_schedule_runs_yesterday_in_the_current_lane_at_0800_utc(tmp_path):
+    request = _scheduled(Env(tmp_path))
     assert request.partition_key == "2026-09-21"
     assert request.tags["atlasmart/lane"] == "current"
     assert daily_sales_schedule.cron_schedule == "0 8 * * *" and daily_sales_schedule.execution_timezone == "UTC"
+
+
+def test_schedule_never_reloads_a_delivered_day_without_new_source_data(tmp_path):
+    """The landing sensor loaded 2026-09-21 as its manifest landed; the schedule must not rebuild it from the same batch."""
+    env = logical_env(tmp_path, "2026-09-22T08:06:00Z")
+    run_chain(env.defs, env.instance, env.platform, ["2026-09-21"], lane="current")
+    served = env.ledger.partitions.served("mart_finance_daily_sales", "2026-09-21")
+    assert served is not None
+    skipped = _scheduled(env)
+    assert isinstance(skipped, dg.SkipReason) and "already loaded from batch ERP-20260921-01" in skipped.skip_message
+
+    # New source data for the day is a reason to load it again.
+    rows = read_rows(env.day_dir("2026-09-21"))
+    write_batch(env.day_dir("2026-09-21"), rows, batch_id="ERP-20260921-02", ready_at="2026-09-22T08:05:00Z")
+    assert _scheduled(env).partition_key == "2026-09-21"
+
+
+def test_a_reload_of_identical_data_keeps_the_served_certified_at(tmp_path):
+    env = logical_env(tmp_path, "2026-09-22T08:06:00Z")
+    run_chain(env.defs, env.instance, env.platform, ["2026-09-21"], lane="current")
+    first = env.ledger.partitions.served("mart_finance_daily_sales", "2026-09-21")
+    LogicalClock(env.home / "clock.json").set("2026-09-22T08:30:00Z")
+    run_chain(env.defs, env.instance, env.platform, ["2026-09-21"], lane="current")  # a manual reload
+    again = env.ledger.partitions.served("mart_finance_daily_sales", "2026-09-21")
+    assert again.certification.id != first.certification.id  # the reload was certified ...
+    assert (again.version, again.certification.fingerprint) == (first.version, first.certification.fingerprint)
+    assert again.certified_at == first.certified_at == "2026-09-22T08:06:00Z"  # ... and consumers' date did not move
 
 
 def logical_env(tmp_path, now: str) -> Env:
@@ -69,17 +100,17 @@ def test_new_batch_for_a_certified_day_is_restatement_pending_in_the_backfill_la
     assert len(env.ledger.partitions.events(partition="2026-09-20", states=(RESTATEMENT_PENDING,))) == 3
 
 
-def _after_run(env, run_id):
-    """Evaluate certification_sensor for a finished run, as the daemon would."""
-    from atlasmart_dagster.defs.automation.sensors import certification_sensor
+def _after_run(env, run_id=None):
+    """One tick of certification_sensor, as the daemon would evaluate it (the cursor kept between ticks)."""
+    from atlasmart_dagster.defs.automation.certification_sensor import certification_sensor
 
-    run = env.instance.get_run_by_id(run_id)
-    (event,) = [e for e in env.instance.all_logs(run_id) if e.dagster_event and e.dagster_event.event_type == dg.DagsterEventType.RUN_SUCCESS]
-    context = dg.build_run_status_sensor_context(
-        sensor_name="certification_sensor", dagster_event=event.dagster_event, dagster_instance=env.instance,
-        dagster_run=run, resources={"atlasmart": env.resource},
-    )
-    return certification_sensor(context)
+    context = dg.build_sensor_context(instance=env.instance, resources={"atlasmart": env.resource},
+                                      cursor=getattr(env, "certification_cursor", None))
+    result = certification_sensor(context)
+    env.certification_cursor = context.cursor
+    if isinstance(result, dg.SensorResult):
+        return result.run_requests[0] if len(result.run_requests) == 1 else result.run_requests
+    return None
 
 
 def test_certification_sensor_requests_golden_checks_for_new_certifications_only(tmp_path):

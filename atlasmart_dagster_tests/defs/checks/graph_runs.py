@@ -46,20 +46,15 @@ def evaluations(result: dg.ExecuteInProcessResult, check_name_prefix: str) -> li
     return [e for e in result.get_asset_check_evaluations() if e.check_name.startswith(check_name_prefix)]
 
 
-def certify_via_sensor(env: Env, run_id: str):
-    """Evaluate certification_sensor for a finished successful run, as the daemon would."""
-    from atlasmart_dagster.defs.automation.sensors import certification_sensor
+def certify_via_sensor(env: Env, run_id: str | None = None):
+    """One tick of certification_sensor, as the daemon would evaluate it after runs ended (cursor kept)."""
+    from atlasmart_dagster.defs.automation.certification_sensor import certification_sensor
 
-    run = env.instance.get_run_by_id(run_id)
-    (event,) = [
-        e for e in env.instance.all_logs(run_id)
-        if e.dagster_event and e.dagster_event.event_type == dg.DagsterEventType.RUN_SUCCESS
-    ]
-    context = dg.build_run_status_sensor_context(
-        sensor_name="certification_sensor", dagster_event=event.dagster_event, dagster_instance=env.instance,
-        dagster_run=run, resources={"atlasmart": env.resource},
-    )
-    return certification_sensor(context)
+    context = dg.build_sensor_context(instance=env.instance, resources={"atlasmart": env.resource},
+                                      cursor=getattr(env, "certification_cursor", None))
+    result = certification_sensor(context)
+    env.certification_cursor = context.cursor
+    return result
 
 
 def check_history(env: Env, asset: str, check_name: str) -> list:

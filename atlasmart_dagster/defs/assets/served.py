@@ -1,0 +1,147 @@
+"""Served layer: what consumers are served, per certified product and day, as Dagster partition status.
+
+A certified product's own asset (e.g. ``mart_finance_daily_sales``) is green
+for a day as soon as a run *built* it; a build is not a delivery. Each
+certified product therefore has a ``served_<product>`` asset, declared here as
+an external asset (nothing in Dagster materializes it). Its partition status
+is kept equal to the ledger's served state:
+
+* a day consumers are served a certified version (``CERTIFIED``, or
+  ``RESTATEMENT_PENDING`` / ``RESTATEMENT_HELD`` while still serving vN) is
+  **materialized**, with the served version, fingerprint, snapshot, when it was
+  certified and by which run as the materialization's metadata; a new
+  materialization is reported only when the served certification changes;
+* a day with nothing served (never certified, delayed, withdrawn with no
+  earlier version) is **missing**: when certification is withdrawn its
+  materializations are wiped (see ``sync_served_partitions``).
+
+So the rule for users is one line: *to see what consumers get, look at the
+``served_*`` assets* (the ``served`` group). ``sync_served_partitions`` is
+called by every path that changes certification (the sensors, ``atlasmart``
+commands, the incident workflow) and by ``certification_sensor`` on every tick
+in which the ledger changed, which also brings a migrated or restored home's
+served state into its Dagster instance.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import dagster as dg
+
+from ...store.ledger.partition_states import ServedVersion
+from ...store.platform import Platform
+from ...store.tables import CERTIFIED_ASSETS
+from ..partitions import daily_partitions
+
+SERVED_PREFIX = "served_"
+SERVED_GROUP = "served"
+# Metadata key that identifies the served certification of a materialization.
+CERTIFICATION_ID = "certification_id"
+
+
+def served_asset(product: str) -> str:
+    """The served asset of a certified product: ``served_mart_finance_daily_sales``."""
+    return f"{SERVED_PREFIX}{product}"
+
+
+SERVED_SPECS = [
+    dg.AssetSpec(
+        served_asset(product),
+        deps=[product],
+        partitions_def=daily_partitions,
+        group_name=SERVED_GROUP,
+        owners=["team:data-platform"],
+        kinds={"iceberg"},
+        description=(
+            f"What consumers are served of {product}, per day. Materialized = a certified version is served "
+            "(metadata: version, fingerprint, certified_at, certified_by_run); missing = nothing is served "
+            "(not certified yet, delayed or withdrawn). Kept by AtlasMart from its certification ledger; "
+            f"{product} itself turns green when a run builds a day, before certification."
+        ),
+        metadata={"consumer_layer": "served", "serves": product},
+    )
+    for product in CERTIFIED_ASSETS
+]
+SERVED_ASSETS = tuple(spec.key.to_user_string() for spec in SERVED_SPECS)
+
+
+def served_metadata(served: ServedVersion) -> dict:
+    """The materialization metadata of a served day (text ids: the UI plots numbers)."""
+    cert = served.certification
+    return {
+        "version": served.version,
+        "fingerprint": dg.MetadataValue.text(cert.fingerprint or ""),
+        "certified_at": dg.MetadataValue.text(served.certified_at),
+        "certified_by_run": dg.MetadataValue.text(cert.run_id or ""),
+        "snapshot_id": dg.MetadataValue.text(str(cert.snapshot_id)),
+        CERTIFICATION_ID: dg.MetadataValue.text(str(cert.id)),
+    }
+
+
+def _reported(instance: dg.DagsterInstance, asset: str, partitions: list[str]) -> dict[str, str]:
+    """The certification id each partition's newest served materialization names (absent: nothing reported)."""
+    key = dg.AssetKey(asset)
+    materialized = instance.get_materialized_partitions(key)
+    wanted = [p for p in partitions if p in materialized]
+    reported: dict[str, str] = {}
+    if not wanted:
+        return reported
+    cursor = None
+    while True:  # newest first; the first record per partition is the one that counts
+        result = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=wanted), limit=1000, cursor=cursor
+        )
+        for record in result.records:
+            materialization = record.asset_materialization
+            if materialization is None or materialization.partition in reported:
+                continue
+            entry = materialization.metadata.get(CERTIFICATION_ID)
+            reported[materialization.partition] = entry.value if entry is not None else ""
+        if not result.has_more or len(reported) == len(wanted):
+            return reported
+        cursor = result.cursor
+
+
+def sync_served_partitions(
+    instance: dg.DagsterInstance | None, platform: Platform, partitions: Iterable[str] | None = None
+) -> dict[str, list[str]]:
+    """Make the ``served_*`` assets' partition status equal to the ledger's served state.
+
+    ``partitions`` limits the days looked at (None: every day the ledger or
+    the instance knows for these assets). Idempotent: a day already showing
+    its served certification gets no new event. A day that shows as served
+    but is not any more (withdrawn with nothing older to serve) must turn
+    missing; Dagster 1.13's SQL event logs cannot wipe single partitions
+    (``wipe_asset_partitions`` raises NotImplementedError on SQLite and
+    Postgres), so the served asset is wiped whole and every day still served
+    is reported again (rare: only withdrawals do it). Returns what changed,
+    per asset: days reported (``+day``) and days no longer served (``-day``).
+    """
+    changed: dict[str, list[str]] = {}
+    if instance is None:
+        return changed
+    for product in CERTIFIED_ASSETS:
+        asset = served_asset(product)
+        key = dg.AssetKey(asset)
+        served: Mapping[str, ServedVersion] = platform.ledger.partitions.served_map(product)
+        shown = instance.get_materialized_partitions(key)
+        scope = set(served) | shown if partitions is None else set(partitions)
+        gone = sorted(d for d in scope & shown if d not in served)
+        if gone:
+            instance.wipe_assets([key])
+            changed[asset] = [f"-{d}" for d in gone]
+            days, reported = sorted(served), {}
+        else:
+            days = sorted(d for d in scope if d in served)
+            reported = _reported(instance, asset, days)
+        for day in days:
+            version = served[day]
+            if not daily_partitions.has_partition_key(day):
+                continue  # older than the partitions the code location defines
+            if reported.get(day) != str(version.certification.id):
+                instance.report_runless_asset_event(
+                    dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version))
+                )
+                changed.setdefault(asset, []).append(f"+{day}")
+    return changed

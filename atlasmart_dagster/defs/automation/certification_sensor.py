@@ -1,0 +1,149 @@
+"""The certification sensor: after runs end, certify what they built and show every day's state.
+
+It is a plain sensor that works from the ledger, not a run-status sensor that
+works from the runs it happened to see: a run-status sensor starts at the
+newest run when it is turned on, so runs that ended while it was off would
+never be certified. Each tick:
+
+1. finds every build of a certified product the gate has not decided yet
+   (``BUILT`` with no ``CERTIFIED``/``CERTIFICATION_REFUSED`` naming it),
+   whichever way its run was launched (job page, asset graph, ``dagster asset
+   materialize``, ``dg launch``, the daemon), and decides those whose run has
+   ended in this instance: a successful run goes through the gate, a failed or
+   canceled one is refused with that reason. Idempotent: a decided build is
+   never decided again, so ``AWAITING_CERTIFICATION`` always resolves;
+2. shows, for every day those decisions and any other run that ended since the
+   last tick touched (a failed load that built nothing, too), the day's state
+   where people look: the ``served_*`` assets' partition status, each
+   certified asset's ``certification_state`` and the marts' SLO checks;
+3. whenever the ledger's served state changed by any other path (an
+   ``atlasmart`` command without this instance, a migration, a restore), brings
+   the ``served_*`` assets back in line with it;
+4. requests the dashboards' golden cross-checks after new certifications.
+
+On by default: an install that certifies nothing is not working.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+
+import dagster as dg
+
+from ...product.dashboard_certification import certify_dashboards
+from ...product.run_certification import certify_run
+from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED
+from ...store.platform import Platform
+from ...store.tables import CERTIFIED_ASSETS
+from ..assets.served import sync_served_partitions
+from ..checks.certification_checks import report_day_states
+from ..partitions import partition_keys_from_tags
+from ..resources import AtlasmartResource
+from .jobs import dashboard_checks_job
+
+ENDED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+# Ended runs looked at per tick; more wait for the next tick (the cursor keeps the place).
+RUNS_PER_TICK = 200
+
+
+def undecided_builds_by_run(platform: Platform) -> dict[str, set[str]]:
+    """Runs with builds of certified products the gate has not decided, and the days of those builds."""
+    events = platform.ledger.partitions
+    decided = {
+        e.detail.get("built_event_id")
+        for e in events.events(states=(CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS)
+    }
+    waiting: dict[str, set[str]] = {}
+    for build in events.events(states=(BUILT,), assets=CERTIFIED_ASSETS):
+        if build.id not in decided and build.run_id:
+            waiting.setdefault(build.run_id, set()).add(build.partition)
+    return waiting
+
+
+def served_digest(platform: Platform) -> str:
+    """A digest of what is served (asset, day, certification): changes whenever serving changes."""
+    state = {
+        asset: sorted((day, v.certification.id) for day, v in platform.ledger.partitions.served_map(asset).items())
+        for asset in CERTIFIED_ASSETS
+    }
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
+
+
+def _ended_runs_since(instance: dg.DagsterInstance, since: float | None) -> list:
+    after = datetime.fromtimestamp(since, tz=timezone.utc) if since is not None else None
+    return list(
+        instance.get_run_records(
+            dg.RunsFilter(statuses=list(ENDED), updated_after=after),
+            limit=RUNS_PER_TICK,
+            order_by="update_timestamp",
+            ascending=True,
+        )
+    )
+
+
+def certification_tick(instance: dg.DagsterInstance, platform: Platform, cursor: str | None, actor: str):
+    """One tick (see the module docstring): ``(decisions, new cursor, days shown, certifying run ids)``."""
+    state = json.loads(cursor) if cursor else {}
+    decisions, certifying, touched, handled = [], [], set(), set()
+    for run_id, days in sorted(undecided_builds_by_run(platform).items()):
+        run = instance.get_run_by_id(run_id)
+        if run is None or run.status not in ENDED:
+            continue  # still running, or not a run of this instance (its own command certifies it)
+        handled.add(run_id)
+        run_decisions = certify_run(platform, run_id, run_succeeded=run.status == dg.DagsterRunStatus.SUCCESS,
+                                    actor=actor)
+        decisions += run_decisions
+        touched |= days | {d.partition for d in run_decisions if d.asset in CERTIFIED_ASSETS}
+        if any(d.certified and d.asset in CERTIFIED_ASSETS for d in run_decisions):
+            certifying.append(run_id)
+    records = _ended_runs_since(instance, state.get("runs_updated_after"))
+    for record in records:
+        run = record.dagster_run
+        touched |= set(partition_keys_from_tags(dict(run.tags)))
+        if run.status == dg.DagsterRunStatus.SUCCESS and run.run_id not in handled:
+            # A golden-check run certifies dashboard days (idempotent; nothing for other runs).
+            decisions += certify_dashboards(platform, run.run_id, actor)
+    if records:
+        state["runs_updated_after"] = records[-1].update_timestamp.timestamp()
+    if touched:
+        report_day_states(instance, platform, sorted(touched))
+    digest = served_digest(platform)
+    if digest != state.get("served_digest"):
+        sync_served_partitions(instance, platform)
+        state["served_digest"] = digest
+    return decisions, json.dumps(state, sort_keys=True), sorted(touched), certifying
+
+
+@dg.sensor(
+    name="certification_sensor",
+    minimum_interval_seconds=30,
+    jobs=[dashboard_checks_job],
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description=(
+        "Certifies every run's builds once the run has ended, whenever the sensor was turned on and however the "
+        "run was launched: the gate records CERTIFIED (or CERTIFICATION_REFUSED with reasons) in the ledger. Then "
+        "shows each touched day where people look: the served_* assets' partitions (materialized = served), "
+        "certification_state and the SLO checks; and requests the dashboards' golden cross-checks after new "
+        "certifications."
+    ),
+)
+def certification_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):
+    decisions, cursor, touched, certifying = certification_tick(
+        context.instance, atlasmart.platform, context.cursor, actor="certification_sensor"
+    )
+    context.update_cursor(cursor)
+    refused = [d for d in decisions if not d.certified]
+    if refused:
+        context.log.warning(
+            "certification refused: " + "; ".join(f"{d.asset} {d.partition}: {', '.join(d.reasons)}" for d in refused)
+        )
+    certified = sorted({d.partition for d in decisions if d.certified})
+    if certified:
+        context.log.info(f"certified partitions {', '.join(certified)}")
+    requests = [dg.RunRequest(run_key=f"golden-{run_id}") for run_id in certifying]
+    if requests:
+        return dg.SensorResult(run_requests=requests)
+    shown = f"; showed the state of {len(touched)} day(s)" if touched else ""
+    return dg.SkipReason(f"no ended run left to certify{shown}")
