@@ -84,3 +84,24 @@ def test_the_package_exposes_exactly_one_definitions_for_dagster_m_atlasmart_dag
 
     found = [value for _, value in inspect.getmembers(atlasmart_dagster) if isinstance(value, dg.Definitions)]
     assert len(found) == 1 and found[0] is defs
+
+
+def test_the_sensors_a_working_install_needs_are_on_by_default_and_the_loaders_are_not():
+    """Certification, incident detection and the dead-run reaper react to what happened: on from the start.
+    The schedule and the landing sensor start loads: an operator turns them on (README)."""
+    running = dg.DefaultSensorStatus.RUNNING
+    for name in ("certification_sensor", "incident_sensor", "stale_run_sensor"):
+        assert defs.resolve_sensor_def(name).default_status == running, name
+    assert defs.resolve_sensor_def("landing_manifest_sensor").default_status != running
+    assert defs.resolve_schedule_def("daily_sales_schedule").default_status != dg.DefaultScheduleStatus.RUNNING
+
+
+def test_every_check_of_a_partitioned_asset_run_in_its_step_is_partitioned():
+    """Only a check with partitions_def shows its evaluations' days in the UI's Partition column."""
+    graph = defs.resolve_asset_graph()
+    in_step = [k for k in graph.asset_check_keys
+               if graph.get(k.asset_key).partitions_def is not None
+               and k.name not in {"certification_state"} and not k.name.startswith("slo_")]
+    assert len(in_step) >= 10
+    for key in in_step:
+        assert graph.get_check_spec(key).partitions_def is not None, key

@@ -67,3 +67,9 @@ def test_rerunning_a_day_first_delivered_by_a_backfill_is_not_an_slo_event(env):
     again = run_chain(env.defs, env.instance, env.platform, [day], lane="current")
     assert again.certified == [day]
     assert env.ledger.slos.records(day) == []  # was: every objective 'missed' by weeks, and an incident
+
+
+def test_a_day_certified_before_its_schedule_waited_zero_minutes_never_a_negative_figure():
+    r = by_objective(evaluate(timeline("07:20", "07:25", "07:30", "07:38")))["availability"]
+    assert r.value == 0 and r.met
+    assert "22 min before the schedule" in r.detail and "-" not in r.value_text

@@ -101,7 +101,8 @@ def state_evaluation(
         "version": served.version if served else dg.MetadataValue.null(),
         "certified_at": served.certified_at if served else dg.MetadataValue.null(),
         "fingerprint": cert.fingerprint if cert and cert.fingerprint else dg.MetadataValue.null(),
-        "snapshot_id": cert.snapshot_id if cert and cert.snapshot_id is not None else dg.MetadataValue.null(),
+        # text, not a number: the UI plots numeric metadata, and a plot of ids says nothing
+        "snapshot_id": str(cert.snapshot_id) if cert and cert.snapshot_id is not None else dg.MetadataValue.null(),
         "certified_by_run": cert.run_id if cert and cert.run_id else dg.MetadataValue.null(),
         "reason": detail,
     }

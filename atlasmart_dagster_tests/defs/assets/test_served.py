@@ -1,0 +1,104 @@
+"""The served_* assets: a day is materialized in Dagster exactly when consumers are served a certified version."""
+
+import json
+
+import dagster as dg
+import pytest
+
+from atlasmart_dagster.cli.main import main
+from atlasmart_dagster.defs.assets.served import SERVED_ASSETS, served_asset, sync_served_partitions
+from atlasmart_dagster.defs.automation.certification_sensor import certification_tick
+from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.store.clock import LogicalClock
+from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
+
+DAYS = ["2026-09-19", "2026-09-20"]
+MART = "mart_finance_daily_sales"
+SERVED = served_asset(MART)
+
+
+@pytest.fixture
+def sqlite_env(tmp_path):
+    """A scratch home with a real SQLite Dagster instance (the embedded default's storage)."""
+    env = Env(tmp_path, clock="logical")
+    LogicalClock(env.home / "clock.json").set("2026-09-22T08:10:00Z")
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        env.instance = instance
+        yield env
+
+
+def shown(env, asset: str = SERVED) -> set[str]:
+    return env.instance.get_materialized_partitions(dg.AssetKey(asset))
+
+
+def latest(env, day: str, asset: str = SERVED) -> dict:
+    result = env.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[day]), limit=1)
+    return {k: v.value for k, v in result.records[0].asset_materialization.metadata.items()}
+
+
+def test_a_built_day_is_green_on_the_mart_and_missing_on_the_served_asset_until_certified(sqlite_env):
+    env = sqlite_env
+    outcome = run_chain(env.defs, env.instance, env.platform, DAYS, lane="backfill", certify=False)
+    assert shown(env, MART) == set(DAYS)  # a build is a materialization of the mart ...
+    assert shown(env) == set()  # ... but nothing is served yet
+
+    decisions, _, touched, _ = certification_tick(env.instance, env.platform, None, actor="test")
+    assert {d.partition for d in decisions if d.certified} == set(DAYS) and touched == DAYS
+    for asset in SERVED_ASSETS:
+        assert shown(env, asset) == set(DAYS), asset
+    served = env.ledger.partitions.served(MART, DAYS[0])
+    metadata = latest(env, DAYS[0])
+    assert metadata["version"] == 1 and metadata["certified_by_run"] == outcome.run_id
+    assert metadata["certified_at"] == served.certified_at and metadata["fingerprint"] == served.certification.fingerprint
+    assert isinstance(metadata["snapshot_id"], str)  # an id, not a figure to plot
+
+
+def test_sync_is_idempotent_and_a_withdrawal_turns_the_day_missing(sqlite_env, capsys):
+    env = sqlite_env
+    run_chain(env.defs, env.instance, env.platform, DAYS, lane="backfill")
+    assert shown(env) == set(DAYS)
+    assert sync_served_partitions(env.instance, env.platform) == {}  # nothing changed: no new event
+
+    code = main(["--home", str(env.home), "--landing", str(env.landing), "--clock", "logical", "--json", "incident",
+                 "report", "--actor", "analyst@atlasmart.example", "--partition", DAYS[1], "--text", "looks wrong"])
+    incident = json.loads(capsys.readouterr().out)["incident"]
+    assert code == 0
+    # contain withdraws the day's certification (recorded in the ledger only, as a command run elsewhere would) ...
+    assert main(["--home", str(env.home), "--landing", str(env.landing), "--clock", "logical", "--ephemeral-instance",
+                 "incident", "contain", incident, "--actor", "oncall@atlasmart.example"]) == 0
+    assert env.ledger.partitions.served(MART, DAYS[1]) is None
+    assert shown(env) == set(DAYS)  # ... the instance was not told yet
+    changed = sync_served_partitions(env.instance, env.platform)
+    # wiped whole (Dagster 1.13 cannot wipe one partition of a SQL event log), the served day shown again
+    assert changed[SERVED] == [f"-{DAYS[1]}", f"+{DAYS[0]}"]
+    assert shown(env) == {DAYS[0]}  # withdrawn: missing; the other day still served
+    assert latest(env, DAYS[0])["version"] == 1
+
+
+def test_a_held_restatement_keeps_the_day_green_with_the_version_consumers_keep(sqlite_env):
+    env = sqlite_env
+    day = DAYS[0]
+    run_chain(env.defs, env.instance, env.platform, [day], lane="backfill")
+    rows = [{**r, "source_seq": r["source_seq"] + 100, "line_amount_usd": "200.00", "line_cost_usd": "120.00"}
+            for r in read_rows(env.day_dir(day))]
+    write_batch(env.day_dir(day), rows, batch_id="ERP-20260919-02", ready_at="2026-09-22T08:00:00Z")
+    assert run_chain(env.defs, env.instance, env.platform, [day], lane="backfill").certified == []
+    assert shown(env) == {day} and latest(env, day)["version"] == 1
+
+
+def test_the_sensor_brings_a_migrated_or_restored_home_into_a_new_instance(sqlite_env, tmp_path):
+    """Served state lives in the ledger; an instance that never saw the runs (a migration) shows it after one tick."""
+    env = sqlite_env
+    run_chain(env.defs, env.instance, env.platform, DAYS, lane="backfill")
+    (tmp_path / "another").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "another")) as fresh:
+        assert fresh.get_materialized_partitions(dg.AssetKey(SERVED)) == set()
+        _, cursor, _, _ = certification_tick(fresh, env.platform, None, actor="test")
+        assert fresh.get_materialized_partitions(dg.AssetKey(SERVED)) == set(DAYS)
+        # the next tick, with nothing changed, writes nothing
+        before = len(fresh.fetch_materializations(dg.AssetKey(SERVED), limit=100).records)
+        certification_tick(fresh, env.platform, cursor, actor="test")
+        assert len(fresh.fetch_materializations(dg.AssetKey(SERVED), limit=100).records) == before
