@@ -47,6 +47,8 @@ def cmd_migrate(args: argparse.Namespace, ctx: CliContext) -> int:
             print(f"  {finding['scope']:<9} {finding['kind']:<16} {finding['message']}")
         print(f"the embedded home {report['source']} is unchanged; use the team deployment with "
               f"ATLASMART_DATABASE_URL and ATLASMART_WAREHOUSE={report['shared_folder']}")
+        print("the team's Dagster UI shows the migrated days as served (served_* assets) from certification_sensor's "
+              "first tick (on by default); Dagster's run history stays with the embedded instance")
     return 0 if checked["certified_ok"] else 1
 
 

@@ -148,6 +148,31 @@ def test_status_in_team_mode_shows_the_same_certified_versions(team):
     assert status == team.status  # versions, snapshot ids, fingerprints, controls, times
 
 
+def test_migrated_days_show_as_served_in_the_teams_dagster_ui(team, tmp_path):
+    """Dagster's run history is not migrated, but what consumers are served is: the team instance's
+    certification_sensor (on by default) shows every migrated certified day on the served_* assets."""
+    import dagster as dg
+
+    from atlasmart_dagster.defs.assets.served import SERVED_ASSETS
+    from atlasmart_dagster.defs.automation.certification_sensor import certification_tick
+    from atlasmart_dagster.store.dagster_instance import packaged_instance_config
+
+    home = tmp_path / "team-dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(packaged_instance_config(team=True).read_text())
+    instance = dg.DagsterInstance.from_config(str(home))  # the team's instance, on the team database
+    try:
+        platform = Platform.open(home=team.env.home, landing=team.env.landing)
+        for asset in SERVED_ASSETS:
+            assert instance.get_materialized_partitions(dg.AssetKey(asset)) == set()  # no history came along
+        certification_tick(instance, platform, None, actor="certification_sensor")
+        days = {p["partition"] for p in team.status}
+        for asset in SERVED_ASSETS:
+            assert instance.get_materialized_partitions(dg.AssetKey(asset)) == days, asset
+    finally:
+        instance.dispose()
+
+
 def test_the_migration_copies_every_table_snapshot_and_batch_and_leaves_the_embedded_home_untouched(moved):
     report = moved.report
     assert len(report["tables"]) == 10 and report["raw_batches"] == 5
