@@ -16,8 +16,7 @@ from typing import Mapping, Sequence
 import dagster as dg
 
 from ..defs.automation.jobs import backfill_sales_job, daily_sales_job
-from ..defs.checks.certification_checks import CERTIFICATION_CHECK_KEYS, report_day_states
-from ..defs.checks.slo_checks import SLO_CHECK_KEYS
+from ..defs.checks.certification_checks import report_day_states
 from ..defs.partitions import range_tags
 from ..domain.check_names import SOURCE_CONTRACT_CONFORMS
 from ..product.certification_gate import GateDecision, certified_partitions
@@ -111,12 +110,9 @@ def console_config(log_level: str | None) -> dict:
 
 
 def subset_job(defs: dg.Definitions, job: dg.JobDefinition, assets: Sequence[dg.AssetKey]) -> dg.JobDefinition:
-    """The job narrowed to ``assets`` with their checks, except the SLO and certification-state checks (after the run)."""
+    """The job narrowed to ``assets`` with their checks."""
     keys = set(assets)
-    after_the_run = set(SLO_CHECK_KEYS) | set(CERTIFICATION_CHECK_KEYS)
-    checks = {
-        k for k in defs.resolve_asset_graph().asset_check_keys if k.asset_key in keys and k not in after_the_run
-    }
+    checks = {k for k in defs.resolve_asset_graph().asset_check_keys if k.asset_key in keys}
     return job.get_subset(asset_selection=keys, asset_check_selection=checks)
 
 

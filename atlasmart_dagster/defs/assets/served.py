@@ -45,6 +45,11 @@ def served_asset(product: str) -> str:
     return f"{SERVED_PREFIX}{product}"
 
 
+def product_of(served: str) -> str:
+    """The certified product a served asset stands for: ``mart_finance_daily_sales``."""
+    return served.removeprefix(SERVED_PREFIX)
+
+
 SERVED_SPECS = [
     dg.AssetSpec(
         served_asset(product),
@@ -57,7 +62,8 @@ SERVED_SPECS = [
             f"What consumers are served of {product}, per day. Materialized = a certified version is served "
             "(metadata: version, fingerprint, certified_at, certified_by_run); missing = nothing is served "
             "(not certified yet, delayed or withdrawn). Kept by AtlasMart from its certification ledger; "
-            f"{product} itself turns green when a run builds a day, before certification."
+            f"{product} itself turns green when a run builds a day, before certification. Its checks: "
+            "certification_state (the served state and why, per day) and, on the marts, the SLOs of the delivery."
         ),
         metadata={"consumer_layer": "served", "serves": product},
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -25,6 +26,8 @@ _MAX_PLANNED = 10_000
 # anything. Empty in production: drills and tests register fault injectors
 # here (``drills/faults.py``), so no asset body carries drill code.
 STEP_START_HOOKS: list[Callable[["Step"], None]] = []
+# Outcomes of a partition that are logged to runs.jsonl only, not to the run's Dagster log.
+_QUIET_OUTCOMES = ("ok", "built")
 # Runs whose lane tag this process already added (one write per run, not per step).
 _STAMPED_RUNS: set[str] = set()
 
@@ -151,6 +154,7 @@ class Step:
         self.lane = lane_of(self.tags, self.platform.clock.now())
         self.partitions = self._partitions()
         self._batch_ids: dict[str, list[str]] = {}
+        self._handlers: list[logging.Handler] | None = None
         retry = getattr(context, "retry_number", 0)
         if isinstance(context, dg.AssetExecutionContext):
             self._stamp_lane()
@@ -209,13 +213,37 @@ class Step:
         return self._batch_ids[partition]
 
     def log_partition(self, partition: str, outcome: str, **fields: Any) -> None:
-        """One structured line per partition (run id and step come from Dagster's log context)."""
+        """One structured line per partition (run id and step come from Dagster's log context).
+
+        Every line goes to the instance's log handlers (``runs.jsonl``). Only a
+        partition that needs attention (not ``ok``/``built``) is also a line of
+        the run's Dagster log: a line there is an event written to the
+        instance, and one per asset and day made the run log, not the data, the
+        cost of a range run. The figures of every day are in its
+        materialization metadata.
+        """
         payload = {"event": "partition_processed", "asset": self.asset, "partition": partition, "lane": self.lane}
         if "batch_ids" not in fields:
             payload["batch_ids"] = self.batch_ids(partition)
         payload.update(fields)
         payload["outcome"] = outcome
-        self.context.log.info(json.dumps(payload, sort_keys=False, default=str))
+        message = json.dumps(payload, sort_keys=False, default=str)
+        if outcome not in _QUIET_OUTCOMES:
+            self.context.log.info(message)  # reaches the log handlers too
+            return
+        record = logging.LogRecord("dagster", logging.INFO, __file__, 0, message, None, None)
+        record.dagster_meta = {"run_id": self.run_id, "job_name": self.context.run.job_name,
+                               "step_key": self.context.op_execution_context.op_def.name, "job_tags": self.tags,
+                               "orig_message": message}
+        for handler in self._log_handlers():
+            if record.levelno >= handler.level:
+                handler.handle(record)
+
+    def _log_handlers(self) -> list[logging.Handler]:
+        """The log handlers the instance's dagster.yaml configures (``python_logs``), without its event log."""
+        if self._handlers is None:
+            self._handlers = list(self.context.instance.get_yaml_python_handlers())
+        return self._handlers
 
     def record_built(
         self,

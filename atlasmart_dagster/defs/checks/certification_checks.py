@@ -1,14 +1,20 @@
-"""Certification state in the Dagster UI: what consumers are served, per certified asset and day.
+"""Certification state in the Dagster UI: what consumers are served, per certified product and day.
 
-Each certified asset (``store/tables.py`` ``CERTIFIED_ASSETS``) has a
-non-blocking check ``certification_state``. Whenever a certification path has
-decided days it calls ``report_certification_states``, which reports one
-evaluation per asset and day as a runless event, so the asset's *Checks* tab
-lists, day by day, ``CERTIFIED vN``, ``RESTATEMENT_PENDING``,
-``RESTATEMENT_HELD``, ``DELAYED`` (and why), ``WITHDRAWN`` or ``PENDING``, with
-the served version, when it was certified and its fingerprint
-(``product/serving.py`` ``partition_statuses``). An evaluation passes when
-consumers are served a certified version of the day.
+Each certified product (``store/tables.py`` ``CERTIFIED_ASSETS``) has a served
+asset (``served_<product>``, ``defs/assets/served.py``) whose partitions are
+materialized exactly for the days consumers are served. Its non-blocking check
+``certification_state`` says, day by day and with why, ``CERTIFIED vN``,
+``RESTATEMENT_PENDING``, ``RESTATEMENT_HELD``, ``DELAYED`` (and why),
+``WITHDRAWN`` or ``PENDING``, with the served version, when it was certified
+and its fingerprint (``product/serving.py`` ``partition_statuses``). Whenever a
+certification path has decided days it calls ``report_day_states``, which
+reports one evaluation per product and day as a runless event. An evaluation
+passes when consumers are served a certified version of the day.
+
+The check sits on the served asset, not on the product, so a load run of the
+chain (the job page, the asset graph, ``dagster asset materialize``) neither
+plans nor reports it: it has nothing to say before certification, and it cost
+a Dagster event per product and day of every range run.
 
 Runless evaluations name their day in the metadata (``partition``) and the
 description, not in Dagster's ``partition`` field: Dagster 1.13 keeps one
@@ -16,12 +22,9 @@ row per (check, run, partition) in its check-execution index, and every
 runless event has the same empty run id, so a second runless evaluation of
 the same day (the day's next state) would be refused by a unique constraint.
 
-The check is also executable, because Dagster only lists checks it has
-definitions for. The load jobs leave it out; when the chain is launched from
-the asset graph it runs inside the load run, before certification has decided
-anything, so a day that run built reports ``AWAITING_CERTIFICATION`` (passed,
-WARN) instead of a failure. Executed in a run it reports one evaluation per
-partition of the run (with Dagster's ``partition`` set: run ids are unique).
+The check is also executable (Dagster only lists checks it has definitions
+for): selecting a served asset and executing its checks reports each day of
+the run as things stand, with Dagster's ``partition`` set.
 """
 
 from typing import Iterable, Sequence
@@ -32,8 +35,9 @@ from ...product.serving import HELD, AssetState, PartitionStatus, partition_stat
 from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from ..assets.served import sync_served_partitions
+from ..assets.served import product_of, served_asset, sync_served_partitions
 from ..assets.step import Step, partitioned_check_events
+from ..partitions import daily_partitions
 from .slo_checks import report_recorded_slos
 from ..resources import AtlasmartResource
 
@@ -48,15 +52,16 @@ ERROR_STATES = (DELAYED, WITHDRAWN)
 CERTIFICATION_SPECS = [
     dg.AssetCheckSpec(
         CERTIFICATION_STATE,
-        asset=asset,
+        asset=served_asset(product),
         description=(
             "What consumers are served for each day: CERTIFIED vN, RESTATEMENT_PENDING, RESTATEMENT_HELD, "
             "DELAYED (and why), WITHDRAWN or PENDING. Reported per partition when certification decides a day; "
             "passes when the day is served certified. Never blocking."
         ),
         blocking=False,
+        partitions_def=daily_partitions,  # executed in a run, each day is its own row
     )
-    for asset in CERTIFIED_ASSETS
+    for product in CERTIFIED_ASSETS
 ]
 CERTIFICATION_CHECK_KEYS = [spec.key for spec in CERTIFICATION_SPECS]
 
@@ -117,7 +122,7 @@ def state_evaluation(
             f"the run and reports the state here. Consumers now: {label}: {detail}"
         )
     return dg.AssetCheckEvaluation(
-        asset_key=dg.AssetKey(asset_state.asset),
+        asset_key=dg.AssetKey(served_asset(asset_state.asset)),
         check_name=CERTIFICATION_STATE,
         passed=passed,
         severity=severity,
@@ -180,11 +185,11 @@ def report_day_states(
     specs=CERTIFICATION_SPECS,
     name="certification_states",
     can_subset=True,
-    description="What consumers are served for each day of the run, per certified asset (never blocking).",
+    description="What consumers are served for each day of the run, per certified product (never blocking).",
 )
 def certification_states(context: dg.AssetCheckExecutionContext, atlasmart: AtlasmartResource):
     step = Step(context, atlasmart, CERTIFICATION_STATE)
-    assets = sorted({k.asset_key.to_user_string() for k in context.selected_asset_check_keys})
+    assets = sorted({product_of(k.asset_key.to_user_string()) for k in context.selected_asset_check_keys})
     built_here = step.ledger.partitions.events(run_id=step.run_id, states=(BUILT,), assets=assets)
     awaiting = {(e.asset, e.partition): step.run_id for e in built_here}
     evaluations = certification_evaluations(step.platform, step.partitions, assets, awaiting, in_run=True)

@@ -1,19 +1,21 @@
-"""SLO checks on the certified marts: per-partition SLO results shown in the Dagster UI.
+"""SLO checks on the certified marts' served assets: per-partition SLO results shown in the Dagster UI.
 
 The figures come from the ledger (see ``product/slo.py``): they are recorded when a
 partition is first delivered by the daily load, after its run, so the
 certification paths report them to Dagster as runless check evaluations, one
-per partition. Executing the checks in a run (the UI includes them when the
-chain is selected in the asset graph) re-reads the ledger for the run's
-partitions and reports one evaluation per partition:
+per partition. The checks sit on ``served_mart_*`` (what consumers get), so a
+load run of the chain does not run them. Executing them in a run (select a
+served asset, *Execute checks*) re-reads the ledger for the run's partitions
+and reports one evaluation per partition:
 
 * recorded results as they were recorded (a recorded miss fails);
 * the current day awaiting its first delivery: availability measured up to now
   (fails once the deadline has passed); the other objectives are not measured
   yet;
 * any other day without recorded results (delivered by a backfill, or not the
-  daily load's first delivery) is *not measured*: passed, WARN, with the
-  reason. It is not an SLO event, so it is never reported as a miss.
+  daily load's first delivery) is *not measured*: a WARN failure (a warning,
+  never a pass) with the reason. It is not an SLO event, so it is never
+  reported as a miss.
 
 In a run the evaluations carry Dagster's ``partition`` field, so they complete
 the per-partition rows Dagster planned. Runless evaluations name their day in
@@ -44,10 +46,16 @@ from ...product.slo import (
 )
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
+from ..assets.served import served_asset
+from ..partitions import daily_partitions
 from ..assets.step import Step, partitioned_check_events
 from ..resources import AtlasmartResource
 
-SLO_ASSETS = ("mart_finance_daily_sales", "mart_executive_revenue")
+# The SLOs describe the delivery of the certified marts to consumers, so their
+# checks sit on the marts' served assets: a load run of the chain neither plans
+# nor reports them (before certification they have nothing to say).
+SLO_PRODUCTS = ("mart_finance_daily_sales", "mart_executive_revenue")
+SLO_ASSETS = tuple(served_asset(product) for product in SLO_PRODUCTS)
 
 
 def slo_check_name(objective: str) -> str:
@@ -59,6 +67,8 @@ SLO_CHECK_SPECS = [
         slo_check_name(objective),
         asset=asset,
         description=f"Per-partition {objective} SLO of the day's delivery (measured by AtlasMart, not Dagster).",
+        # Executed in a run (Execute checks on the served asset), each day is its own row.
+        partitions_def=daily_partitions,
     )
     for asset in SLO_ASSETS
     for objective in OBJECTIVES

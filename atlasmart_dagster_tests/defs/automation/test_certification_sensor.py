@@ -3,6 +3,7 @@
 import dagster as dg
 import pytest
 
+from atlasmart_dagster.defs.assets.served import served_asset
 from atlasmart_dagster.defs.automation.certification_sensor import certification_sensor, certification_tick
 from atlasmart_dagster.defs.checks.certification_checks import CERTIFICATION_STATE
 from atlasmart_dagster.ops.runs import run_chain
@@ -34,7 +35,7 @@ def tick(env, cursor=None):
 
 
 def state_rows(env, day: str) -> list[str]:
-    key = dg.AssetCheckKey(dg.AssetKey(MART), CERTIFICATION_STATE)
+    key = dg.AssetCheckKey(dg.AssetKey(served_asset(MART)), CERTIFICATION_STATE)
     return [r.event.dagster_event.event_specific_data.description
             for r in env.instance.event_log_storage.get_asset_check_execution_history(key, limit=100)
             if r.event and r.event.dagster_event.event_specific_data.metadata["partition"].value == day]

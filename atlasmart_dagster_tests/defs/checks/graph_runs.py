@@ -35,6 +35,15 @@ def graph_backfill(env: Env, days: Sequence[str], backfill_id: str = "uigraph1")
     return result
 
 
+def checks_over_range(env: Env, days: Sequence[str], checks: Sequence[dg.AssetCheckKey]) -> dg.ExecuteInProcessResult:
+    """Execute ``checks`` over a range of days, nothing materialized (a served asset's *Execute checks*)."""
+    days = sorted(days)
+    result = graph_selection_job(env, checks).execute_in_process(instance=env.instance,
+                                                                  tags=range_tags(days[0], days[-1]))
+    assert result.success
+    return result
+
+
 def check_only_run(env: Env, day: str, checks: Sequence[dg.AssetCheckKey]) -> dg.ExecuteInProcessResult:
     """Execute ``checks`` for one day, nothing materialized."""
     result = graph_selection_job(env, checks).execute_in_process(instance=env.instance, partition_key=day)

@@ -1,7 +1,8 @@
-"""Certification state per partition on each certified asset's certification_state check."""
+"""Certification state per partition on the certification_state check of each certified product's served asset."""
 
 import dagster as dg
 
+from atlasmart_dagster.defs.assets.served import served_asset
 from atlasmart_dagster.defs.automation.sensors import landing_manifest_sensor
 from atlasmart_dagster.defs.checks.certification_checks import CERTIFICATION_STATE, report_certification_states
 from atlasmart_dagster.ops.runs import run_chain
@@ -19,11 +20,12 @@ from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 DAY = "2026-09-20"
 
 
-def _latest(env: Env, asset: str, partition: str) -> dg.AssetCheckEvaluation:
-    """The newest evaluation of the asset's certification_state check for ``partition`` (in a run or runless)."""
-    evaluations = [r.event.dagster_event.asset_check_evaluation_data for r in check_history(env, asset, CERTIFICATION_STATE)]
+def _latest(env: Env, product: str, partition: str) -> dg.AssetCheckEvaluation:
+    """The newest evaluation of the product's certification_state check for ``partition`` (in a run or runless)."""
+    history = check_history(env, served_asset(product), CERTIFICATION_STATE)
+    evaluations = [r.event.dagster_event.asset_check_evaluation_data for r in history]
     for_day = [e for e in evaluations if e.metadata["partition"].value == partition]
-    assert for_day, f"no {CERTIFICATION_STATE} evaluation of {asset} for {partition}"
+    assert for_day, f"no {CERTIFICATION_STATE} evaluation of {product} for {partition}"
     return for_day[0]
 
 
@@ -39,6 +41,7 @@ def test_certifying_a_day_reports_certified_v1_for_that_partition(tmp_path):
         assert evaluation.metadata["version"].value == 1
         assert evaluation.metadata["fingerprint"].value == served.fingerprint
         assert evaluation.metadata["certified_at"].value == served.recorded_at
+        assert isinstance(evaluation.metadata["snapshot_id"].value, str)  # an id: nothing to plot
         assert evaluation.description.startswith(f"{DAY} CERTIFIED v1")
 
 
@@ -49,7 +52,7 @@ def test_a_delayed_day_reports_failed_with_the_reason(tmp_path):
     assert not run_chain(env.defs, env.instance, env.platform, [DAY], lane="current").success  # blocked upstream
 
     reported = report_certification_states(env.instance, env.platform, [DAY])
-    assert {e.asset_key.to_user_string() for e in reported} == set(CERTIFIED_ASSETS)
+    assert {e.asset_key.to_user_string() for e in reported} == {served_asset(a) for a in CERTIFIED_ASSETS}
     evaluation = _latest(env, "mart_finance_daily_sales", DAY)
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     assert evaluation.metadata["state"].value == "DELAYED"
@@ -57,14 +60,15 @@ def test_a_delayed_day_reports_failed_with_the_reason(tmp_path):
     assert evaluation.description.startswith(f"{DAY} DELAYED: blocked upstream")
 
 
-def test_running_the_chain_from_the_asset_graph_adds_no_false_certification_failure(tmp_path):
+def test_running_the_chain_from_the_asset_graph_runs_no_certification_state_check(tmp_path):
+    """Before certification there is nothing to say: the check sits on the served asset, outside the chain."""
     env = Env(tmp_path)
     run = graph_backfill(env, [DAY])
-    in_run = evaluations(run, CERTIFICATION_STATE)
-    assert sorted(e.asset_key.to_user_string() for e in in_run) == sorted(CERTIFIED_ASSETS)
-    for e in in_run:  # built by this run, not decided yet: awaiting, not failed
-        assert e.passed and e.partition == DAY, e.description
-        assert e.metadata["state"].value == "AWAITING_CERTIFICATION"
+    assert evaluations(run, CERTIFICATION_STATE) == []
+    planned = env.instance.get_records_for_run(
+        run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED, limit=1000).records
+    assert not [r for r in planned
+                if r.event_log_entry.dagster_event.asset_check_planned_data.check_name == CERTIFICATION_STATE]
     certify_via_sensor(env, run.run_id)
     assert _latest(env, "mart_executive_revenue", DAY).metadata["state"].value == "CERTIFIED"
 
