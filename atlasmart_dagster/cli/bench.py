@@ -32,7 +32,7 @@ def cmd_bench(args: argparse.Namespace, ctx: CliContext) -> int:
     workdir = Path(args.workdir) if args.workdir else ctx.platform.home.root / "bench"
     out = Path(args.out) if args.out else workdir / "results"
     report = run_benchmark(workdir, out, quick=args.quick, show_progress=None if not ctx.as_json else False,
-                           repeats=args.repeats, with_peer=not args.no_peer)
+                           repeats=args.repeats, with_peer=not args.no_peer, only=args.scenario)
     if ctx.as_json:
         print_json(report)
     else:
@@ -54,6 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "scenario's, 3 where the peer runs); the tables show medians")
     p.add_argument("--no-peer", action="store_true",
                    help="leave out the dagster-dbt peer (it needs the bench extra: pip install atlasmart_dagster[bench])")
+    p.add_argument("--scenario", action="append", metavar="NAME",
+                   help="run only this scenario (repeatable), e.g. cli_range_30x100k")
     p.add_argument("--workdir", help="scratch folder for data and homes (default <home>/bench)")
     p.add_argument("--out", help="where results go (default <workdir>/results)")
     p.set_defaults(handler=cmd_bench)
