@@ -59,12 +59,17 @@ def test_quick_benchmark(tmp_path, capsys):
     from atlasmart_dagster.bench import peer
 
     with_peer = {r["name"]: r for r in report["results"] if r["peer"]}
-    assert list(with_peer) == ["day_100k"]  # the dagster-dbt peer, on one scenario in quick mode
+    # the dagster-dbt peer on two scenarios in quick mode: in-process, and the user's own command
+    assert list(with_peer) == ["day_100k", "cli_range_7x20k"]
     if peer.installed():
         assert with_peer["day_100k"]["peer_correct"] and with_peer["day_100k"]["repeats"] >= 3
-        assert with_peer["day_100k"]["peer_ratio"]
+        assert with_peer["day_100k"]["peer_ratio"] and with_peer["cli_range_7x20k"]["peer_correct"]
     else:
         assert with_peer["day_100k"]["peer_status"] == peer.NOT_INSTALLED
+    user_path = with_peer["cli_range_7x20k"]
+    assert user_path["ours_correct"] and user_path["ours_certify_seconds"] > 0
+    assert 0 < user_path["events_per_partition"] < 49  # 49 per day before the cut
     results_md = (tmp_path / "out" / "RESULTS.md").read_text()
     assert results_md.startswith("# AtlasMart benchmark (quick)") and "## Ours against the dagster-dbt peer" in results_md
+    assert "## The user's own command" in results_md
     assert (tmp_path / "out" / "chart.png").stat().st_size > 1000
