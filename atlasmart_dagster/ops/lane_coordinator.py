@@ -19,12 +19,14 @@ run of the chain.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from typing import Mapping
 
 import dagster as dg
 
 from ..product.lanes import LANE_TAG, MANUAL, lane_of
+from ..store.home import CLOCK_ENV
 
 
 def lane_tags(tags: Mapping[str, str], now: datetime) -> dict[str, str]:
@@ -36,12 +38,19 @@ def lane_tags(tags: Mapping[str, str], now: datetime) -> dict[str, str]:
 
 
 def atlasmart_now() -> datetime:
-    """The AtlasMart clock's time (logical in drills and tests), or the system's if the home cannot say."""
+    """The AtlasMart clock's time: the system's, or the home's logical clock where ``ATLASMART_CLOCK=logical``.
+
+    Only a logical clock opens the home (the webserver of a team deployment
+    need not have one); an unreadable one falls back to the system time rather
+    than refuse the run.
+    """
+    if os.environ.get(CLOCK_ENV, "system").lower() != "logical":
+        return datetime.now(timezone.utc)
     try:
-        from ..store.platform import Platform
+        from ..store.platform import Platform  # imported only for a logical clock: the webserver loads this module
 
         return Platform.open().clock.now()
-    except Exception:  # noqa: BLE001 - never refuse a run because the clock is unreadable; system time is right in production
+    except Exception:  # noqa: BLE001 - never refuse a run because the clock is unreadable
         return datetime.now(timezone.utc)
 
 
