@@ -8,6 +8,7 @@ import pytest
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.defs.assets.served import SERVED_ASSETS, served_asset, sync_served_partitions
 from atlasmart_dagster.defs.automation.certification_sensor import certification_tick
+from atlasmart_dagster.defs.partitions import daily_partitions
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster_tests.conftest import Env
@@ -102,3 +103,18 @@ def test_the_sensor_brings_a_migrated_or_restored_home_into_a_new_instance(sqlit
         before = len(fresh.fetch_materializations(dg.AssetKey(SERVED), limit=100).records)
         certification_tick(fresh, env.platform, cursor, actor="test")
         assert len(fresh.fetch_materializations(dg.AssetKey(SERVED), limit=100).records) == before
+
+
+def test_a_refused_backfill_over_a_served_day_leaves_it_served(sqlite_env):
+    """The finding: a backfill that touched the current day failed, the mart turned red, the day was still served."""
+    env = sqlite_env
+    current = "2026-09-21"
+    run_chain(env.defs, env.instance, env.platform, [current], lane="current")
+    refused = env.defs.resolve_job_def("backfill_sales_job").execute_in_process(
+        instance=env.instance, partition_key=current, raise_on_error=False)  # the lane guard refuses it
+    assert not refused.success
+    certification_tick(env.instance, env.platform, None, actor="test")
+    assert env.ledger.partitions.served(MART, current) is not None
+    mart = env.instance.get_status_by_partition(dg.AssetKey(MART), [current], daily_partitions)
+    assert mart[current].value == "FAILED"  # the product's own asset says the last attempt failed ...
+    assert shown(env) == {current}  # ... what consumers get did not change
