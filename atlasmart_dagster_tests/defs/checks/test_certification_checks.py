@@ -89,3 +89,20 @@ def test_a_new_batch_for_a_certified_day_shows_restatement_pending_while_v1_is_s
     assert evaluation.metadata["state"].value == "RESTATEMENT_PENDING"
     assert evaluation.passed and evaluation.metadata["version"].value == 1  # consumers keep v1 meanwhile
     assert evaluation.description.startswith(f"{DAY} RESTATEMENT_PENDING (serving v1)")
+
+
+def test_days_certified_together_share_one_row_per_product_and_other_days_keep_their_own(tmp_path):
+    env = Env(tmp_path, clock="logical")
+    LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")  # 2026-09-21 is current and overdue
+    (env.day_dir("2026-09-21") / "_manifest.json").unlink()
+    days = ["2026-09-18", "2026-09-19", "2026-09-20"]
+    run_chain(env.defs, env.instance, env.platform, days, lane="backfill", certify=False)
+    reported = report_certification_states(env.instance, env.platform, days + ["2026-09-21"])  # before the gate
+    assert len(reported) == len(CERTIFIED_ASSETS) * 4  # nothing certified yet: a row per day, each with why
+    certify_via_sensor(env)
+    history = check_history(env, served_asset("mart_finance_daily_sales"), CERTIFICATION_STATE)
+    newest = history[0].event.dagster_event.asset_check_evaluation_data
+    assert newest.passed and newest.description.startswith("2026-09-18...2026-09-20 CERTIFIED v1: 3 days")
+    served = env.ledger.partitions.served("mart_finance_daily_sales", "2026-09-19")
+    assert newest.metadata["days"].value["2026-09-19"] == {
+        "version": 1, "certified_at": served.certified_at, "fingerprint": served.certification.fingerprint}
