@@ -37,7 +37,6 @@ from ...product.run_certification import certify_run
 from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from ..assets.served import sync_served_partitions
 from ..checks.certification_checks import report_day_states
 from ..partitions import partition_keys_from_tags
 from ..resources import AtlasmartResource
@@ -111,7 +110,7 @@ def certification_tick(instance: dg.DagsterInstance, platform: Platform, cursor:
         report_day_states(instance, platform, sorted(touched))
     digest = served_digest(platform)
     if digest != state.get("served_digest"):
-        sync_served_partitions(instance, platform)
+        report_day_states(instance, platform, None)  # every day: brought in line with the ledger
         state["served_digest"] = digest
     return decisions, json.dumps(state, sort_keys=True), sorted(touched), certifying
 

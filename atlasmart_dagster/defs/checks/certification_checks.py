@@ -31,7 +31,7 @@ from typing import Iterable, Sequence
 
 import dagster as dg
 
-from ...product.serving import HELD, AssetState, PartitionStatus, partition_statuses
+from ...product.serving import HELD, AssetState, PartitionStatus, known_partitions, partition_statuses
 from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
@@ -206,24 +206,44 @@ def _grouped(evaluations: list[dg.AssetCheckEvaluation]) -> list[dg.AssetCheckEv
     return kept
 
 
+# After a withdrawal wiped a served asset, how many of the newest days get their
+# SLO results shown again (a year of them would take the containment a minute).
+_RESHOWN_SLO_DAYS = 35
+
+
 def report_day_states(
-    instance: dg.DagsterInstance | None, platform: Platform, partitions: Iterable[str]
+    instance: dg.DagsterInstance | None, platform: Platform, partitions: Iterable[str] | None
 ) -> list[dg.AssetCheckEvaluation]:
     """Show where ``partitions`` stand wherever the Dagster UI shows a day, after certification changed them.
 
     The ``served_*`` assets' partition status (what consumers get), each
-    certified asset's ``certification_state``, and the SLO checks of the days
+    certified product's ``certification_state``, and the SLO checks of the days
     that have recorded SLO results (re-reported, so a reload of a delivered day
     leaves its SLO state readable). Every path that changes certification calls
     this; without an instance (``--ephemeral-instance``) nothing is shown.
+    ``partitions=None`` looks at every day (certification_sensor, when the
+    served state changed by another path).
+
+    A withdrawal wipes the served asset whole (see ``sync_served_partitions``),
+    and Dagster's wipe takes the asset's check history with it; the check
+    rows are then reported again: every day's certification state (grouped,
+    a few rows) and the SLO results of the newest days.
     """
     if instance is None:
         return []
-    days = sorted(set(partitions))
+    changed = sync_served_partitions(instance, platform, None if partitions is None else sorted(set(partitions)))
+    wiped = any(entry.startswith("-") for entries in changed.values() for entry in entries)
+    if partitions is None and not wiped:
+        return []
+    days = sorted(set(partitions or []))
+    if wiped:
+        days = sorted(set(days) | set(known_partitions(platform)))
+        slo_days = sorted(set(days[-_RESHOWN_SLO_DAYS:]) | set(partitions or []))
+    else:
+        slo_days = days
     if not days:
         return []
-    sync_served_partitions(instance, platform, days)
-    report_recorded_slos(instance, platform, days)
+    report_recorded_slos(instance, platform, slo_days)
     return report_certification_states(instance, platform, days)
 
 

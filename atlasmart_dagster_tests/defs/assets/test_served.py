@@ -8,6 +8,7 @@ import pytest
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.defs.assets.served import SERVED_ASSETS, served_asset, sync_served_partitions
 from atlasmart_dagster.defs.automation.certification_sensor import certification_tick
+from atlasmart_dagster.defs.checks.certification_checks import CERTIFICATION_STATE, report_day_states
 from atlasmart_dagster.defs.partitions import daily_partitions
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
@@ -77,6 +78,24 @@ def test_sync_is_idempotent_and_a_withdrawal_turns_the_day_missing(sqlite_env, c
     assert changed[SERVED] == [f"-{DAYS[1]}", f"+{DAYS[0]}"]
     assert shown(env) == {DAYS[0]}  # withdrawn: missing; the other day still served
     assert latest(env, DAYS[0])["version"] == 1
+
+
+def test_a_withdrawal_keeps_every_days_certification_state_readable(sqlite_env, capsys):
+    """Dagster's wipe of the served asset takes its check history along; the rows are shown again."""
+    env = sqlite_env
+    run_chain(env.defs, env.instance, env.platform, DAYS, lane="backfill")
+    base = ["--home", str(env.home), "--landing", str(env.landing), "--clock", "logical"]
+    assert main([*base, "--json", "incident", "report", "--actor", "analyst@atlasmart.example", "--partition",
+                 DAYS[1], "--text", "looks wrong"]) == 0
+    incident = json.loads(capsys.readouterr().out)["incident"]
+    assert main([*base, "--ephemeral-instance", "incident", "contain", incident, "--actor", "oncall@atlasmart.example"]) == 0
+    report_day_states(env.instance, env.platform, None)  # what certification_sensor does when serving changed
+    assert shown(env) == {DAYS[0]}
+    key = dg.AssetCheckKey(dg.AssetKey(SERVED), CERTIFICATION_STATE)
+    rows = [r.event.dagster_event.asset_check_evaluation_data.description
+            for r in env.instance.event_log_storage.get_asset_check_execution_history(key, limit=100)]
+    assert any(row.startswith(f"{DAYS[0]} CERTIFIED v1") for row in rows), rows
+    assert any(row.startswith(f"{DAYS[1]} WITHDRAWN") for row in rows), rows
 
 
 def test_a_held_restatement_keeps_the_day_green_with_the_version_consumers_keep(sqlite_env):
