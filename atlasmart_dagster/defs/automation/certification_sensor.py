@@ -11,11 +11,11 @@ never be certified. Each tick:
    materialize``, ``dg launch``, the daemon), and decides those whose run has
    ended in this instance: a successful run goes through the gate, a failed or
    canceled one is refused with that reason. Idempotent: a decided build is
-   never decided again, so ``AWAITING_CERTIFICATION`` always resolves;
+   never decided again, and no build waits for ever;
 2. shows, for every day those decisions and any other run that ended since the
    last tick touched (a failed load that built nothing, too), the day's state
-   where people look: the ``served_*`` assets' partition status, each
-   certified asset's ``certification_state`` and the marts' SLO checks;
+   where people look: the ``served_*`` assets' partition status and their
+   ``certification_state`` and SLO checks;
 3. whenever the ledger's served state changed by any other path (an
    ``atlasmart`` command without this instance, a migration, a restore), brings
    the ``served_*`` assets back in line with it;

@@ -32,7 +32,7 @@ from typing import Iterable, Sequence
 import dagster as dg
 
 from ...product.serving import HELD, AssetState, PartitionStatus, known_partitions, partition_statuses
-from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
+from ...store.ledger.partition_states import CERTIFICATION_REFUSED, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ..assets.served import product_of, served_asset, sync_served_partitions
@@ -42,7 +42,6 @@ from .slo_checks import report_recorded_slos
 from ..resources import AtlasmartResource
 
 CERTIFICATION_STATE = "certification_state"
-AWAITING_CERTIFICATION = "AWAITING_CERTIFICATION"
 DELAYED = "DELAYED"
 # Day states in which consumers are served a certified version.
 SERVED_STATES = (CERTIFIED, RESTATEMENT_PENDING, HELD)
@@ -80,14 +79,11 @@ def state_evaluation(
     platform: Platform,
     status: PartitionStatus,
     asset_state: AssetState,
-    awaiting_run: str | None = None,
     in_run: bool = False,
 ) -> dg.AssetCheckEvaluation:
     """The ``certification_state`` evaluation of one asset for one day.
 
-    ``awaiting_run`` names a run that built the day and whose certification
-    has not been decided yet (the check running inside that run). ``in_run``
-    sets Dagster's ``partition`` field (see the module docstring).
+    ``in_run`` sets Dagster's ``partition`` field (see the module docstring).
     """
     served = asset_state.served
     cert = served.certification if served else None
@@ -113,14 +109,6 @@ def state_evaluation(
     }
     severity = dg.AssetCheckSeverity.ERROR if (not passed and state in ERROR_STATES) else dg.AssetCheckSeverity.WARN
     description = f"{status.partition} {label}: {detail}"
-    if awaiting_run is not None and not passed:
-        # Certification is decided after the run: not a failure (yet).
-        passed, severity = True, dg.AssetCheckSeverity.WARN
-        metadata.update({"state": AWAITING_CERTIFICATION, "served_state": state, "awaiting_certification_of_run": awaiting_run})
-        description = (
-            f"{status.partition} {AWAITING_CERTIFICATION}: built by run {awaiting_run}; certification decides after "
-            f"the run and reports the state here. Consumers now: {label}: {detail}"
-        )
     return dg.AssetCheckEvaluation(
         asset_key=dg.AssetKey(served_asset(asset_state.asset)),
         check_name=CERTIFICATION_STATE,
@@ -137,13 +125,11 @@ def certification_evaluations(
     platform: Platform,
     partitions: Iterable[str],
     assets: Sequence[str] = CERTIFIED_ASSETS,
-    awaiting: dict[tuple[str, str], str] | None = None,
     in_run: bool = False,
 ) -> list[dg.AssetCheckEvaluation]:
     """``certification_state`` evaluations of ``assets`` for each of ``partitions`` as things stand now."""
-    awaiting = awaiting or {}
     return [
-        state_evaluation(platform, status, asset_state, awaiting.get((asset_state.asset, status.partition)), in_run)
+        state_evaluation(platform, status, asset_state, in_run)
         for status in partition_statuses(platform, sorted(set(partitions)))
         for asset_state in status.assets
         if asset_state.asset in assets
@@ -256,8 +242,6 @@ def report_day_states(
 def certification_states(context: dg.AssetCheckExecutionContext, atlasmart: AtlasmartResource):
     step = Step(context, atlasmart, CERTIFICATION_STATE)
     assets = sorted({product_of(k.asset_key.to_user_string()) for k in context.selected_asset_check_keys})
-    built_here = step.ledger.partitions.events(run_id=step.run_id, states=(BUILT,), assets=assets)
-    awaiting = {(e.asset, e.partition): step.run_id for e in built_here}
-    evaluations = certification_evaluations(step.platform, step.partitions, assets, awaiting, in_run=True)
+    evaluations = certification_evaluations(step.platform, step.partitions, assets, in_run=True)
     output_names = {spec.key: spec.get_python_identifier() for spec in CERTIFICATION_SPECS}
     yield from partitioned_check_events(output_names, context.selected_asset_check_keys, evaluations)
