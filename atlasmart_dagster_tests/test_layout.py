@@ -33,6 +33,7 @@ LAYERS = (
 PRIVATE_ADAPTERS = {
     "store.iceberg_adapter": "pyiceberg",
     "ops.dagster_backfill_adapter": "dagster",
+    "store.dagster_sqlite_adapter": "dagster",
 }
 WATCHED_LIBRARIES = ("dagster", "pyiceberg", "argparse")
 

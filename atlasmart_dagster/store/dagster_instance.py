@@ -16,6 +16,7 @@ instance folder.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from contextlib import contextmanager
 from importlib import resources
@@ -67,6 +68,8 @@ def _write_config(home: AtlasmartHome, folder: Path) -> None:
         "class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n",
         f"class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n        home: {home.root}\n",
     )
+    # The storage folder is this one, also when DAGSTER_HOME is not set (atlasmart's own commands).
+    text = text.replace("      base_dir:\n        env: DAGSTER_HOME\n", f"      base_dir: {json.dumps(str(folder))}\n")
     config.write_text(text)
 
 

@@ -133,7 +133,10 @@ def test_team_instance_keeps_the_embedded_lanes_queue_monitoring_and_log():
 def _open_instance(config: Path, folder: Path) -> dg.DagsterInstance:
     folder.mkdir()
     shutil.copyfile(config, folder / "dagster.yaml")  # follows the deploy/ link
-    return dg.DagsterInstance.from_config(str(folder))
+    # As the files say: copy one into a folder and point DAGSTER_HOME at it.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DAGSTER_HOME", str(folder))
+        return dg.DagsterInstance.from_config(str(folder))
 
 
 def test_team_instance_opens_on_postgres_and_stores_runs(tmp_path, monkeypatch):

@@ -1,0 +1,108 @@
+"""The pooled SQLite storage is Dagster's storage to every other reader (this fails first on an upgrade that changes it)."""
+
+import os
+import threading
+import time
+
+import dagster as dg
+from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+from dagster._core.events.log import EventLogEntry
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+from atlasmart_dagster.store.dagster_instance import prepare_dagster_home
+from atlasmart_dagster.store.dagster_sqlite_adapter import PooledSqliteEventLogStorage, PooledSqliteStorage
+from atlasmart_dagster.store.home import AtlasmartHome
+
+
+def _materialization(run_id: str, partition: str) -> EventLogEntry:
+    event = DagsterEvent(
+        DagsterEventType.ASSET_MATERIALIZATION.value,
+        "job",
+        event_specific_data=StepMaterializationData(dg.AssetMaterialization("fact_sales", partition=partition)),
+    )
+    return EventLogEntry(error_info=None, level=20, user_message="", run_id=run_id, timestamp=time.time(),
+                         dagster_event=event)
+
+
+def test_the_embedded_instance_uses_the_pooled_storage_in_dagsters_folders(tmp_path):
+    folder = prepare_dagster_home(AtlasmartHome(tmp_path / "home"))
+    os.environ.pop("DAGSTER_HOME", None)
+    instance = dg.DagsterInstance.from_config(str(folder))
+    try:
+        assert isinstance(instance.event_log_storage, PooledSqliteEventLogStorage)
+        instance.report_runless_asset_event(dg.AssetMaterialization("fact_sales", partition="2026-09-17"))
+        # Dagster's default layout: a plain SQLite storage on the folder sees the same records.
+        assert (folder / "history" / "runs.db").exists() and (folder / "history" / "runs" / "index.db").exists()
+        plain = SqliteEventLogStorage(str(folder / "history" / "runs"))
+        assert plain.get_materialized_partitions(dg.AssetKey("fact_sales")) == {"2026-09-17"}
+    finally:
+        instance.dispose()
+
+
+def test_writes_of_either_storage_are_read_by_the_other(tmp_path):
+    pooled = PooledSqliteEventLogStorage(str(tmp_path))
+    plain = SqliteEventLogStorage(str(tmp_path))
+    pooled.store_event(_materialization("r1", "2026-09-17"))
+    plain.store_event(_materialization("r1", "2026-09-18"))
+    pooled.store_event(_materialization("r1", "2026-09-19"))
+    for storage in (pooled, plain):
+        assert len(storage.get_logs_for_run("r1")) == 3
+        assert storage.get_materialized_partitions(dg.AssetKey("fact_sales")) == {"2026-09-17", "2026-09-18", "2026-09-19"}
+    pooled.dispose()
+
+
+def test_a_watcher_sees_each_event_as_it_is_written(tmp_path):
+    """Dagster's live run view watches the run shard's file; a pooled write must still change it."""
+    writer = PooledSqliteEventLogStorage(str(tmp_path))
+    writer.store_event(_materialization("r1", "2026-09-17"))  # the shard exists before anyone watches
+    watcher = SqliteEventLogStorage(str(tmp_path))
+    seen = []
+    arrived = threading.Event()
+
+    def on_event(entry, cursor):
+        seen.append(entry.dagster_event.partition)
+        if len(seen) == 2:
+            arrived.set()
+
+    watcher.watch("r1", str(writer.get_records_for_run("r1").cursor), on_event)
+    try:
+        for day in ("2026-09-18", "2026-09-19"):
+            writer.store_event(_materialization("r1", day))
+            time.sleep(0.3)
+        assert arrived.wait(10), f"the watcher saw {seen}"
+        assert seen == ["2026-09-18", "2026-09-19"]
+    finally:
+        watcher.end_watch("r1", on_event)
+        watcher.dispose()
+        writer.dispose()
+
+
+def test_a_shard_deleted_underneath_is_created_again_not_written_into_the_deleted_file(tmp_path):
+    pooled = PooledSqliteEventLogStorage(str(tmp_path))
+    pooled.store_event(_materialization("r1", "2026-09-17"))
+    for suffix in ("", "-wal", "-shm"):
+        path = tmp_path / f"r1.db{suffix}"
+        if path.exists():
+            path.unlink()  # as another process's run deletion would
+    pooled.store_event(_materialization("r1", "2026-09-18"))
+    fresh = SqliteEventLogStorage(str(tmp_path))
+    assert [e.dagster_event.partition for e in fresh.get_logs_for_run("r1")] == ["2026-09-18"]
+    pooled.wipe()
+    pooled.store_event(_materialization("r1", "2026-09-19"))
+    assert [e.dagster_event.partition for e in fresh.get_logs_for_run("r1")] == ["2026-09-19"]
+    pooled.dispose()
+
+
+def test_the_storage_config_round_trips_through_an_instance_ref(tmp_path):
+    """A run worker rebuilds the instance from its ref: it must get the pooled storage on the same folder."""
+    folder = prepare_dagster_home(AtlasmartHome(tmp_path / "home"))
+    instance = dg.DagsterInstance.from_config(str(folder))
+    try:
+        ref = instance.get_ref()
+        assert ref.storage_data.class_name == PooledSqliteStorage.__name__
+        rebuilt = dg.DagsterInstance.from_ref(ref)
+        assert isinstance(rebuilt.event_log_storage, PooledSqliteEventLogStorage)
+        assert rebuilt.event_log_storage.path_for_shard("index") == str(folder / "history" / "runs" / "index.db")
+        rebuilt.dispose()
+    finally:
+        instance.dispose()
