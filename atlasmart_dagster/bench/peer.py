@@ -106,7 +106,9 @@ def build_peer_definitions(target_dir: str | Path, first_day: str) -> dg.Definit
     project = dbt_project(target_dir)
     daily = dg.DailyPartitionsDefinition(start_date=first_day, timezone="UTC")
 
-    @dbt_assets(manifest=project.manifest_path, project=project, partitions_def=daily)
+    # One run per backfill, as dagster-dbt recommends for partitioned dbt assets (and as ours does).
+    @dbt_assets(manifest=project.manifest_path, project=project, partitions_def=daily,
+                backfill_policy=dg.BackfillPolicy.single_run())
     def atlasmart_peer_dbt_assets(context: dg.AssetExecutionContext, dbt: DbtCliResource):
         """The peer's whole chain for the run's partition window (one day or a range, one dbt build)."""
         window = context.partition_time_window

@@ -45,26 +45,41 @@ class Scenario:
     name: str
     days: int
     rows: int
-    mode: str  # "day" (warm, one partition), "range" (one run), "per_partition", "cli"
+    mode: str  # "day" (warm, one partition), "range" (one run), "per_partition"; user paths: "cli", "daemon"
     target: float | None = None  # allowed ratio ours/reference
     description: str = ""
     peer_target: float | None = None  # allowed ratio ours/peer
     peer: bool = True  # also run the dagster-dbt peer
     repeats: int = 3  # measurements per implementation; the table shows medians
+    team: bool = False  # user paths: on the team instance (Postgres) instead of the embedded one (SQLite)
+
+
+# Whole processes on a real instance (bench/user_paths.py): the headline of RESULTS.md.
+USER_PATHS = ("cli", "daemon")
 
 
 FULL = [
+    # The user's own commands on the real instances: the headline.
+    Scenario("cli_materialize_100k", 1, 100_000, "cli", None,
+             "`dagster asset materialize` one day, cold process, embedded instance", peer_target=0.3),
+    Scenario("cli_range_30x100k", 30, 100_000, "cli", None,
+             "`dagster asset materialize --partition-range` 30 days, embedded instance", peer_target=0.5),
+    Scenario("daemon_range_30x100k", 30, 100_000, "daemon", None,
+             "the UI's path: an asset backfill of 30 days run by dagster-daemon, embedded instance", peer_target=0.6),
+    Scenario("team_cli_range_30x100k", 30, 100_000, "cli", None,
+             "`dagster asset materialize --partition-range` 30 days, team instance (Postgres)", peer_target=0.5,
+             team=True),
+    Scenario("team_daemon_range_30x100k", 30, 100_000, "daemon", None,
+             "the UI's path on the team instance (Postgres): asset backfill of 30 days by dagster-daemon",
+             peer_target=0.6, team=True),
+    Scenario("cli_range_365x100k", 365, 100_000, "cli", 1.5,
+             "`dagster asset materialize --partition-range` 365 days, embedded instance", peer_target=0.8, repeats=2),
+    # In-process breakdown (DagsterInstance.ephemeral(): no instance storage cost; not what users run).
     Scenario("day_10k", 1, 10_000, "day", description="one 10k-row day, warm in-process"),
     Scenario("day_100k", 1, 100_000, "day", 2.5, "one 100k-row day, warm in-process", peer_target=0.2),
     Scenario("day_1m", 1, 1_000_000, "day", 1.5, "one 1M-row day", peer_target=0.5),
-    Scenario("range_30x100k", 30, 100_000, "range", 1.5, "30 days x 100k, one run", peer_target=0.5),
-    Scenario("range_365x100k", 365, 100_000, "range", 1.5, "365 days x 100k, one run", peer_target=0.5),
+    Scenario("range_30x100k", 30, 100_000, "range", 1.5, "30 days x 100k, one run, in-process", peer_target=0.5),
     Scenario("per_partition_30x100k", 30, 100_000, "per_partition", None, "30 days x 100k, one run per day"),
-    Scenario("cli_materialize_100k", 1, 100_000, "cli", None,
-             "`dagster asset materialize` one day, cold process (target <= 5 s wall)", peer_target=0.3),
-    # The user's path for history: one `dagster asset materialize --partition-range` on the embedded instance.
-    Scenario("cli_range_30x100k", 30, 100_000, "cli", None,
-             "`dagster asset materialize --partition-range` 30 days, embedded instance", peer_target=0.5),
 ]
 # Under two minutes on two cores: one measurement each, the peer on the user's own command only.
 QUICK = [
@@ -181,82 +196,45 @@ class ChildDied(RuntimeError):
     """A measured process ended (or hung) without reporting a result."""
 
 
-def _partition_args(days: list[str]) -> list[str]:
-    return ["--partition", days[0]] if len(days) == 1 else ["--partition-range", f"{days[0]}...{days[-1]}"]
+def _team_database(scenario: Scenario, prefix: str):
+    """A scratch Postgres database for a team scenario (dropped after the measurement), else nothing."""
+    from contextlib import nullcontext
+
+    from .user_paths import scratch_postgres
+
+    return scratch_postgres(prefix) if scenario.team else nullcontext(None)
 
 
-def _cli_materialize(landing: Path, home: Path, days: list[str], first_day: str) -> dict:
-    """What a user runs: ``dagster asset materialize`` of the chain from a cold process, on the embedded instance
-    as ``atlasmart dagster-home`` prepares it (SQLite), then ``atlasmart certify --run`` (certification_sensor's work).
-
-    ``seconds`` is the materialize command; ``certify_seconds`` the certify command after it, so run start ->
-    CERTIFIED in the ledger is their sum. Correct when every day is certified with the generator's controls.
-    """
+def _user_path_ours(scenario: Scenario, landing: Path, home: Path, days: list[str], first_day: str,
+                    team_url: str | None) -> dict:
     from ..defs.automation.jobs import DAILY_CHAIN  # imported here: keeps jobs/checks out of spawned reference children
+    from ..defs.assets.served import SERVED_ASSETS
+    from . import user_paths
 
-    bindir = Path(sys.executable).parent
-    env = {**os.environ, "ATLASMART_HOME": str(home), "ATLASMART_LANDING": str(landing),
-           "ATLASMART_FIRST_SALES_DATE": first_day}
-    env.pop("DAGSTER_HOME", None)
-    prepared = subprocess.run([str(bindir / "atlasmart"), "dagster-home"], env=env, capture_output=True, text=True)
-    if prepared.returncode:
-        return {"seconds": 0.0, "success": False, "failures": [prepared.stderr[-500:]]}
-    env["DAGSTER_HOME"] = prepared.stdout.strip()
-    command = [str(bindir / "dagster"), "asset", "materialize", "-m", "atlasmart_dagster",
-               "--select", ",".join(DAILY_CHAIN), *_partition_args(days)]
-    started = time.perf_counter()
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    if result.returncode:
-        return {"seconds": wall, "success": False, "failures": [result.stderr[-500:]]}
-    run_id = re.search(r" - ([0-9a-f-]{36}) - .*RUN_SUCCESS", result.stderr)
-    started = time.perf_counter()
-    certify = subprocess.run([str(bindir / "atlasmart"), "--json", "certify", "--run", run_id.group(1) if run_id else "?"],
-                             env=env, capture_output=True, text=True)
-    certify_s = time.perf_counter() - started
-    status = subprocess.run([str(bindir / "atlasmart"), "--json", "status"], env=env, capture_output=True, text=True)
-    controls = {}
-    if status.returncode == 0:
-        for day in json.loads(status.stdout):
-            served = [a for a in day["assets"] if a["asset"] == "mart_finance_daily_sales" and a["controls"]]
-            if served:
-                controls[day["partition"]] = served[0]["controls"]
-    ok = certify.returncode == 0 and set(days) <= set(controls)
-    return {"seconds": wall, "certify_seconds": certify_s, "success": ok, "certified": len(controls),
-            "controls": controls, "events_per_partition": _events_per_partition(env["DAGSTER_HOME"], len(days)),
-            "failures": [] if ok else [certify.stderr[-500:] or "not every day certified"]}
+    env = user_paths.ours_environment(landing, home, first_day, team_url)
+    if scenario.mode == "cli":
+        return user_paths.cli_ours(env, DAILY_CHAIN, days)
+    ours = user_paths.daemon_backfill(env, user_paths.OURS_MODULE, DAILY_CHAIN, days, served=SERVED_ASSETS)
+    controls = user_paths.served_controls(env)
+    # the ledger's time to certified, as the UI shows it: every day served
+    return {**ours, "controls": controls, "certified": len(controls),
+            "certify_seconds": (ours["certified_seconds"] - ours["seconds"]) if ours.get("certified_seconds") else 0.0}
 
 
-def _events_per_partition(dagster_home: str, partitions: int) -> float | None:
-    """Dagster events the materialize run wrote to the instance, per partition."""
-    import dagster as dg
-
-    instance = dg.DagsterInstance.from_config(dagster_home)
-    try:
-        runs = [r for r in instance.get_runs() if r.job_name == "__ASSET_JOB"]
-        return round(len(instance.all_logs(runs[0].run_id)) / partitions, 1) if runs else None
-    finally:
-        instance.dispose()
-
-
-def _cli_peer(landing: Path, workdir: Path, target_dir: Path, days: list[str], first_day: str) -> dict:
-    """The peer's own `dagster asset materialize` of the days from a cold process (manifest prepared beforehand)."""
+def _user_path_peer(scenario: Scenario, landing: Path, workdir: Path, target: Path, days: list[str], first_day: str,
+                    team_url: str | None) -> dict:
+    from . import user_paths
     from .peer import DUCKDB_ENV, peer_environment, read_controls
 
-    dagster_home = workdir / "dagster"
-    dagster_home.mkdir(parents=True, exist_ok=True)
-    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    peer_env = peer_environment(workdir, landing, target_dir)
-    env = {**os.environ, **peer_env, "DAGSTER_HOME": str(dagster_home), "ATLASMART_FIRST_SALES_DATE": first_day}
-    command = [str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
-               "atlasmart_dagster.bench.peer_definitions", "--select", "*", *_partition_args(days)]
-    started = time.perf_counter()
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    ok = result.returncode == 0
-    controls = read_controls(peer_env[DUCKDB_ENV], days) if ok else {}
-    return {"seconds": wall, "success": ok, "failures": [result.stderr[-500:]] if not ok else [], "runs": 1,
-            "controls": {d: c.to_json() for d, c in controls.items()}}
+    peer_env = peer_environment(workdir, landing, target)
+    env = {**os.environ, **peer_env, "ATLASMART_FIRST_SALES_DATE": first_day,
+           "DAGSTER_HOME": str(user_paths.peer_dagster_home(workdir, team_url))}
+    if scenario.mode == "cli":
+        peer = user_paths.cli_peer(env, days)
+    else:
+        peer = user_paths.daemon_backfill(env, user_paths.PEER_MODULE, None, days)
+    controls = read_controls(peer_env[DUCKDB_ENV], days) if peer["success"] else {}
+    return {**peer, "controls": {d: c.to_json() for d, c in controls.items()}}
 
 
 def _prepare_peer(workdir: Path, landing: Path) -> tuple[Path | None, str]:
@@ -325,8 +303,9 @@ def _measure_ours(scenario: Scenario, landing: Path, home: Path, days: list[str]
                   first_day: str, expected: dict) -> dict:
     if home.exists():
         shutil.rmtree(home)
-    if scenario.mode == "cli":
-        ours = _cli_materialize(landing, home, days, first_day)
+    if scenario.mode in USER_PATHS:
+        with _team_database(scenario, "bench_ours") as url:
+            ours = _user_path_ours(scenario, landing, home, days, first_day, url)
         return {**ours, "correct": ours["success"] and _check(expected, ours["controls"], days)}
     ours = _in_child(_ours_child, str(landing), str(home), days, warm, scenario.mode, first_day=first_day)
     return {**ours, "correct": ours["success"] and ours["certified"] == len(days) and _check(expected, ours["controls"], days)}
@@ -337,8 +316,9 @@ def _measure_peer(scenario: Scenario, landing: Path, workdir: Path, target: Path
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    if scenario.mode == "cli":
-        peer = _cli_peer(landing, workdir, target, days, first_day)
+    if scenario.mode in USER_PATHS:
+        with _team_database(scenario, "bench_peer") as url:
+            peer = _user_path_peer(scenario, landing, workdir, target, days, first_day, url)
     else:
         try:
             peer = _in_child(_peer_child, str(landing), str(workdir), str(target), days, warm, scenario.mode,
@@ -422,6 +402,10 @@ def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: 
             "ours_seconds": round(ours_s, 3),
             "ours_seconds_runs": [round(r["seconds"], 3) for r in ours_runs],
             "ours_certify_seconds": round(_median([r.get("certify_seconds", 0.0) for r in ours_runs]), 3),
+            "ours_time_to_certified": round(_median([r["seconds"] + r.get("certify_seconds", 0.0) for r in ours_runs]), 3),
+            "ours_run_seconds": round(_median([r.get("run_seconds", r["seconds"]) for r in ours_runs]), 3),
+            "ours_loads": [r.get("load") for r in ours_runs],
+            "peer_loads": [r.get("load") for r in peer_runs],
             "events_per_partition": ours_runs[0].get("events_per_partition"),
             "ours_peak_rss_mb": round(max(r.get("peak_rss_mb", 0) for r in ours_runs)) or None,
             "ours_runs": ours_runs[0].get("runs", 1),
@@ -444,7 +428,10 @@ def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: 
               "all_correct": all(r["ours_correct"] and r["reference_correct"] and r["peer_correct"] is not False
                                  for r in results)}
     (out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "RESULTS.md").write_text(markdown(report))
+    # What each change bought, kept by hand next to the results (before/after on the same path).
+    changes = out / "CHANGES.md"
+    report_md = {**report, "changes": changes.read_text() if changes.exists() else None}
+    (out / "RESULTS.md").write_text(markdown(report_md))
     chart(report, out / "chart.png")
     return report
 
@@ -489,6 +476,9 @@ def markdown(report: dict) -> str:
         + (f", dagster-dbt {m['dagster_dbt']}, dbt-core {m['dbt_core']}, dbt-duckdb {m['dbt_duckdb']}"
            if m.get("dagster_dbt") else "") + ".",
         "",
+        *_user_paths_section(report),
+        "## Every scenario against the pure-DuckDB reference",
+        "",
         "Reference: pure DuckDB (gate -> fact -> agg -> controls -> fingerprint, Parquet out, no orchestration). "
         "Ours: the Dagster run of the whole chain (raw -> staging + quarantine -> fact -> agg -> metric -> marts, "
         "with every check, Iceberg commits and the ledger); certification after the run is shown separately. "
@@ -532,25 +522,44 @@ def markdown(report: dict) -> str:
             f"| {r['peer_peak_rss_mb'] or '-'} | {r['peer_checks_passed'] if r['peer_checks_passed'] is not None else '-'} "
             f"| {'yes' if r['peer_correct'] else 'NO'} |"
         )
-    user = [r for r in report["results"] if r["mode"] == "cli"]
-    if user:
-        lines += [
-            "",
-            "## The user's own command",
-            "",
-            "`cli_*` scenarios time `dagster asset materialize` as a whole process on the embedded instance "
-            "(SQLite, as `atlasmart dagster-home` prepares it), then `atlasmart certify --run` (what "
-            "certification_sensor does after the run). Time to certified = run + certify.",
-            "",
-            "| scenario | run s | certify s | time to certified s | certified / run | Dagster events per partition |",
-            "|---|---|---|---|---|---|",
-        ]
-        for r in user:
-            total = round(r["ours_seconds"] + r["ours_certify_seconds"], 3)
-            share = round(total / r["ours_seconds"], 2) if r["ours_seconds"] else "-"
-            lines.append(f"| {r['name']} | {r['ours_seconds']} | {r['ours_certify_seconds']} | {total} | {share} "
-                         f"| {r.get('events_per_partition') or '-'} |")
+    changes = report.get("changes")
+    if changes:
+        lines += ["", changes.strip()]
     return "\n".join(lines) + "\n"
+
+
+def _user_paths_section(report: dict) -> list[str]:
+    """The headline: the user's own commands as whole processes on a real instance, against the peer's."""
+    user = [r for r in report["results"] if r["mode"] in USER_PATHS]
+    if not user:
+        return []
+    lines = [
+        "## The user's own commands (headline)",
+        "",
+        "Whole processes on a real instance, as users run them (`bench/user_paths.py`): `cli` is "
+        "`dagster asset materialize` from a cold process; `daemon` is what the UI's *Materialize* of a range does, "
+        "an asset backfill that `dagster-daemon` (already beating) runs through the run queue. *embedded* is the "
+        "SQLite instance `atlasmart dagster-home` prepares, *team* the Postgres one (a scratch database). The peer "
+        "runs the same command on its own instance of the same kind. Time to certified: run start -> every day "
+        "CERTIFIED and served (`cli`: the run plus `atlasmart certify --run`; `daemon`: until certification_sensor "
+        "has served every day). Load is the 1-minute load average before each measurement (ours; peer).",
+        "",
+        "| scenario | instance | days | ours s | peer s | ours / peer | target | met | time to certified s "
+        "| certified / run | events per day | peak RSS ours / peer MB | load | correct |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in user:
+        share = round(r["ours_time_to_certified"] / r["ours_seconds"], 2) if r["ours_seconds"] else "-"
+        loads = ", ".join(f"{v:.1f}" for v in r["ours_loads"] if v is not None) + "; " + ", ".join(
+            f"{v:.1f}" for v in r["peer_loads"] if v is not None)
+        correct = r["ours_correct"] and r["peer_correct"] is not False
+        lines.append(
+            f"| {r['name']} | {'team' if r.get('team') else 'embedded'} | {r['partitions']} | {r['ours_seconds']} "
+            f"| {r['peer_seconds'] if r['peer_seconds'] is not None else r['peer_status']} | {r['peer_ratio'] or '-'} "
+            f"| {r['peer_target'] or '-'} | {_yes_no(r['peer_met'])} | {r['ours_time_to_certified']} | {share} "
+            f"| {r.get('events_per_partition') or '-'} | {r['ours_peak_rss_mb'] or '-'} / {r['peer_peak_rss_mb'] or '-'} "
+            f"| {loads} | {'yes' if correct else 'NO'} |")
+    return lines + [""]
 
 
 def chart(report: dict, path: Path) -> bool:
@@ -563,7 +572,7 @@ def chart(report: dict, path: Path) -> bool:
     except ImportError:
         return False
     all_results = report["results"]
-    results = [r for r in all_results if r["mode"] != "cli"]
+    results = [r for r in all_results if r["mode"] not in USER_PATHS]
     fig, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.5))
     names = [r["name"] for r in results]
     x = list(range(len(results)))

@@ -67,8 +67,32 @@ def test_quick_benchmark(tmp_path, capsys):
         assert with_peer["cli_range_5x20k"]["peer_status"] == peer.NOT_INSTALLED
     user_path = with_peer["cli_range_5x20k"]
     assert user_path["ours_correct"] and user_path["ours_certify_seconds"] > 0
-    assert 0 < user_path["events_per_partition"] < 49  # 49 per day before the cut
+    # ~28 per day plus ~50 per run (steps, run start/end): 38.6 over 5 days; 49 over 30 days before the cut
+    assert 0 < user_path["events_per_partition"] < 45
     results_md = (tmp_path / "out" / "RESULTS.md").read_text()
     assert results_md.startswith("# AtlasMart benchmark (quick)") and "## Ours against the dagster-dbt peer" in results_md
-    assert "## The user's own command" in results_md
+    assert "## The user's own commands (headline)" in results_md
+    assert results_md.index("(headline)") < results_md.index("## Every scenario against the pure-DuckDB reference")
+    assert user_path["ours_peak_rss_mb"] > 50 and user_path["ours_loads"][0] is not None
     assert (tmp_path / "out" / "chart.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_the_uis_path_is_measured_to_the_last_day_served(tmp_path):
+    """The daemon user path: an asset backfill that dagster-daemon runs, timed to its end and to every day served."""
+    from atlasmart_dagster.bench import user_paths
+    from atlasmart_dagster.defs.assets.served import SERVED_ASSETS
+    from atlasmart_dagster.defs.automation.jobs import DAILY_CHAIN
+
+    expected = generate(tmp_path / "gen", 2, 500, start="2026-09-17")
+    days = sorted(expected["days"])
+    env = user_paths.ours_environment(tmp_path / "gen" / "landing", tmp_path / "home", days[0], None)
+    measured = user_paths.daemon_backfill(env, user_paths.OURS_MODULE, DAILY_CHAIN, days, served=SERVED_ASSETS,
+                                          timeout=600)
+    assert measured["success"], measured["failures"]
+    # one run for the range (single-run backfill policy), certified by the sensor after the backfill ended
+    assert measured["runs"] == 1 and measured["backfill_status"] == "COMPLETED_SUCCESS"
+    assert 0 < measured["run_seconds"] < measured["seconds"] <= measured["certified_seconds"]
+    controls = user_paths.served_controls(env)
+    assert {d: ControlTuple.from_mapping(c) for d, c in controls.items()} == {
+        d: ControlTuple.from_mapping(expected["days"][d]["controls"]) for d in days}
