@@ -96,3 +96,18 @@ def test_the_uis_path_is_measured_to_the_last_day_served(tmp_path):
     controls = user_paths.served_controls(env)
     assert {d: ControlTuple.from_mapping(c) for d, c in controls.items()} == {
         d: ControlTuple.from_mapping(expected["days"][d]["controls"]) for d in days}
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/usr/bin/time"), reason="needs /usr/bin/time (Debian's time)")
+def test_a_measured_command_reports_its_own_peak_memory_not_the_benchmarks(tmp_path):
+    """A forked child starts from its parent's high-water mark: the benchmark holding the generated data must not count."""
+    import os
+
+    from atlasmart_dagster.bench.user_paths import run_measured
+
+    held = bytearray(400 * 1024 * 1024)  # the benchmark process, holding a generated year
+    small = run_measured(["python3", "-c", "pass"], dict(os.environ))
+    large = run_measured(["python3", "-c", "x = bytearray(200 * 1024 * 1024)"], dict(os.environ))
+    assert small[0] == 0 and small[4] < 100, small[4]
+    assert 200 < large[4] < 400, large[4]
+    del held
