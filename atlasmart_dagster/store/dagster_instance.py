@@ -29,6 +29,16 @@ from ..errors import UsageError
 from .home import AtlasmartHome
 
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
+POOLED_STORAGE = """
+storage:
+  # Dagster's SQLite storage in this folder, with the event log's connections
+  # kept open between writes (atlasmart_dagster/store/dagster_sqlite_adapter.py).
+  custom:
+    module: atlasmart_dagster.store.dagster_sqlite_adapter
+    class: PooledSqliteStorage
+    config:
+      base_dir: {folder}
+"""
 INIT_LOCK_NAME = ".atlasmart-init.lock"
 
 
@@ -68,8 +78,10 @@ def _write_config(home: AtlasmartHome, folder: Path) -> None:
         "class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n",
         f"class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n        home: {home.root}\n",
     )
-    # The storage folder is this one, also when DAGSTER_HOME is not set (atlasmart's own commands).
-    text = text.replace("      base_dir:\n        env: DAGSTER_HOME\n", f"      base_dir: {json.dumps(str(folder))}\n")
+    if not home.team:
+        # The pooled SQLite storage needs the folder's path, also when DAGSTER_HOME is not set (atlasmart's own
+        # commands): written here rather than in the packaged file, which then works wherever it is copied.
+        text += POOLED_STORAGE.format(folder=json.dumps(str(folder)))
     config.write_text(text)
 
 
