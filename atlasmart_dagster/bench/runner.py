@@ -610,6 +610,10 @@ def chart(report: dict, path: Path) -> bool:
     right.set_xlabel("rows in the scenario")
     right.set_ylabel("peak RSS (MB)")
     right.legend(fontsize=8)
+    return _save(fig, path, plt)
+
+
+def _save(fig, path: Path, plt) -> bool:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -628,10 +632,7 @@ def _ratio_chart(results: list[dict], path: Path, plt) -> bool:
     axis.set_xticks(range(len(shown)), [r["name"] for r in shown], rotation=30, ha="right", fontsize=8)
     axis.set_ylabel("time ratio, ours / peer (dotted: target)")
     axis.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(fig, path, plt)
 
 
 __all__ = ["run_benchmark", "FULL", "QUICK", "Scenario"]

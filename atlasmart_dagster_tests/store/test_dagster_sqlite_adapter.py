@@ -24,9 +24,9 @@ def _materialization(run_id: str, partition: str) -> EventLogEntry:
                          dagster_event=event)
 
 
-def test_the_embedded_instance_uses_the_pooled_storage_in_dagsters_folders(tmp_path):
+def test_the_embedded_instance_uses_the_pooled_storage_in_dagsters_folders(tmp_path, monkeypatch):
     folder = prepare_dagster_home(AtlasmartHome(tmp_path / "home"))
-    os.environ.pop("DAGSTER_HOME", None)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # as atlasmart's own commands open it
     instance = dg.DagsterInstance.from_config(str(folder))
     try:
         assert isinstance(instance.event_log_storage, PooledSqliteEventLogStorage)
