@@ -1,6 +1,5 @@
 """The pooled SQLite storage is Dagster's storage to every other reader (this fails first on an upgrade that changes it)."""
 
-import os
 import threading
 import time
 
