@@ -1,4 +1,11 @@
-"""Commands for incidents, blast radius, contract approvals and dashboards."""
+"""Commands for incidents, blast radius, contract approvals and dashboards.
+
+Exit codes as every ``atlasmart`` command: 0 done; 1 refused or failed (a
+repair whose run failed or whose certification the gate refused for a reason
+other than the incident's own hold, a verification that did not pass, a
+refused step); 2 wrong arguments (a missing id or text, an unknown incident,
+a bad range), nothing done.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ..errors import AtlasmartError
-from .context import CliContext
+from ..errors import AtlasmartError, UsageError
+from .context import CliContext, sales_date
 from .output import print_json, table
 
 
@@ -46,7 +53,9 @@ def _show(ctx: CliContext, incident) -> None:
 
 def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
     """Work incidents: list, show, note, triage, contain, notify, repair, verify, resolve, postmortem, report, detect."""
-    from ..ops.incidents.detection import consumer_report, detect  # lazy: loaded by its command only
+    # lazy: loaded by its command only
+    from ..ops.incidents.detection import consumer_report, detect
+    from ..ops.incidents.workflow import kept_versions, refused_beyond_hold
 
     wf = _workflow(ctx)
     action = args.action
@@ -64,11 +73,15 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
             print_json(touched) if ctx.as_json else print("incidents opened or updated: " + (", ".join(touched) or "none"))
             return 0
         if action == "report":
+            if not (args.text or "").strip():
+                raise UsageError("incident report needs the consumer's words (--text)")
+            if args.asset and args.asset not in _asset_names(ctx):
+                raise UsageError(f"incident report: {args.asset!r} is not an asset of the code location")
             incident_id = consumer_report(ctx.platform, args.actor, args.text, args.asset, args.partition)
             print_json({"incident": incident_id}) if ctx.as_json else print(f"reported as {incident_id}")
             return 0
         if not args.id:
-            raise SystemExit(f"incident {action} needs an incident id")
+            raise UsageError(f"incident {action} needs an incident id (atlasmart incident list)")
         if action == "show":
             _show(ctx, wf.get(args.id))
         elif action == "note":
@@ -89,10 +102,11 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
         elif action == "contain":
             assets = args.assets.split(",") if args.assets else None
             data = wf.contain(args.id, args.actor, assets, _partitions(args), withdraw=not args.no_withdraw,
-                              hold=not args.no_hold)
+                              hold=not args.no_hold, withdraw_served=args.withdraw_served)
             scope = f"{', '.join(data['assets'])} {data['partitions'][0]}..{data['partitions'][-1]}"
             print_json(data) if ctx.as_json else print(
                 f"withdrew {len(data['withdrawn'])} certifications; "
+                + "".join(f"{line}; " for line in kept_versions(data["kept"]))
                 + (f"certification held for {scope}" if data["hold_id"] is not None
                    else f"certification NOT held for {scope} (correct late data is certified as it arrives)"))
         elif action == "notify":
@@ -103,9 +117,16 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
         elif action == "repair":
             outcome = wf.repair(args.id, args.actor, args.start, args.end or args.start, args.reason,
                                 start_at=args.start_at, include_current=args.include_current)
-            print_json(outcome.to_json()) if ctx.as_json else print(
-                f"repair run {outcome.run_id} {'succeeded' if outcome.success else 'FAILED'}; "
-                "certification stays held until `atlasmart incident verify`")
+            refused = refused_beyond_hold(outcome.decisions, args.id)
+            if ctx.as_json:
+                print_json(outcome.to_json() | {"refused_beyond_hold": refused})
+            else:
+                verdict = "succeeded" if outcome.success else "FAILED: " + "; ".join(outcome.failures)
+                print(f"repair run {outcome.run_id} {verdict}; certification stays held until "
+                      "`atlasmart incident verify`")
+                for d in refused:
+                    print(f"refused {d['asset']} {d['partition']}: {'; '.join(d['reasons'])}")
+            return 0 if outcome.success and not refused else 1
         elif action == "verify":
             data = wf.verify(args.id, args.actor)
             if ctx.as_json:
@@ -129,8 +150,14 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
                                           args.verification or "")
                 print_json({"action_id": action_id}) if ctx.as_json else print(f"added {action_id}")
         return 0
+    except UsageError:
+        raise  # wrong arguments: `atlasmart` prints the line and exits 2
     except AtlasmartError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise SystemExit(f"error: {exc}") from None  # refused: exit 1
+
+
+def _asset_names(ctx: CliContext) -> set[str]:
+    return {spec.key.to_user_string() for spec in ctx.defs.resolve_all_asset_specs()}
 
 
 def cmd_blast_radius(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -209,17 +236,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--actor", default="operator", help="who acts (recorded)")
     p.add_argument("--text", help="note or consumer report text")
     p.add_argument("--asset", help="asset a consumer report is about")
-    p.add_argument("--partition", help="day a consumer report is about")
+    p.add_argument("--partition", type=sales_date, help="day a consumer report is about")
     p.add_argument("--all", action="store_true", help="list resolved incidents too")
     p.add_argument("--origin-asset", help="triage: blast radius from this asset")
     p.add_argument("--origin-field", help="triage: blast radius from this source field")
     p.add_argument("--assets", help="contain: comma-separated assets (default: the certified products)")
-    p.add_argument("--from", dest="start", help="first day of the scope")
-    p.add_argument("--to", dest="end", help="last day of the scope")
+    p.add_argument("--from", dest="start", type=sales_date, help="first day of the scope")
+    p.add_argument("--to", dest="end", type=sales_date, help="last day of the scope")
     p.add_argument("--no-withdraw", action="store_true", help="contain: hold certification without withdrawing")
+    p.add_argument("--withdraw-served", action="store_true",
+                   help="contain: withdraw the served version even when the evidence is only about newer data that "
+                        "was never certified (by default consumers keep that last known good version)")
     p.add_argument("--no-hold", action="store_true",
                    help="contain: do not hold certification (a late source: correct data is certified as it arrives)")
-    p.add_argument("--stage", default="update", help="notify: initial | update | resolved")
+    p.add_argument("--stage", default="update", choices=["initial", "update", "resolved"], help="notify: the notice's stage")
     p.add_argument("--summary", help="notify/resolve: what to say")
     p.add_argument("--repair", default="under investigation", help="notify: the repair under way")
     p.add_argument("--next-update", default="when the next step completes", help="notify: what triggers the next update")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ...errors import AtlasmartError
+from ...errors import AtlasmartError, UsageError
 from ...store.clock import format_ts
 from ...store.ledger import Ledger
 from ...store.ledger.engine import LedgerTable
@@ -46,6 +46,10 @@ STATUSES = (OPEN, CONTAINED, IDENTIFIED, REPAIRING, VERIFYING, RESOLVED)
 
 class IncidentError(AtlasmartError):
     """An incident operation that is not allowed (wrong state, missing evidence, invalid input)."""
+
+
+class UnknownIncident(IncidentError, UsageError):
+    """No incident has this id: a wrong argument, nothing was done (the command line exits 2)."""
 
 
 @dataclass
@@ -187,7 +191,7 @@ class IncidentStore:
     def get(self, incident_id: str) -> Incident:
         rows = self.ledger.engine.select(INCIDENTS, "id = ?", (incident_id,))
         if not rows:
-            raise IncidentError(f"no incident {incident_id}")
+            raise UnknownIncident(f"no incident {incident_id} (atlasmart incident list --all)")
         return self._incident(rows[0], self.ledger.engine.select(INCIDENT_EVENTS, "incident_id = ?", (incident_id,)))
 
     def all(self) -> list[Incident]:

@@ -27,7 +27,7 @@ from ...domain.check_names import (
     STAGED_ROWS_RECONCILE,
 )
 from ...product.pii import redact_for
-from ...product.serving import partition_status
+from ...product.serving import HELD, partition_status
 from ...product.slo import AVAILABILITY, COMPLETENESS, DURATION, FRESHNESS, due_at, scheduled_at
 from ...store.clock import format_ts, parse_ts
 from ...store.ledger.partition_states import CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
@@ -50,9 +50,9 @@ IMPACTS = (LATE, INCOMPLETE, WRONG, UNAVAILABLE)
 VERDICT_IMPACT = {SOURCE: LATE, PERFORMANCE: LATE, PIPELINE: UNAVAILABLE, SEMANTIC: WRONG}
 
 # Days whose consumers keep reading a certified version.
-SERVED_STATES = (CERTIFIED, RESTATEMENT_PENDING)
+SERVED_STATES = (CERTIFIED, RESTATEMENT_PENDING, HELD)
 # The states a consumer can see per day (``atlasmart status``), in plain words.
-STATE_WORDS = {"PENDING": "NOT DUE YET", RESTATEMENT_PENDING: "BEING CORRECTED"}
+STATE_WORDS = {"PENDING": "NOT DUE YET", RESTATEMENT_PENDING: "BEING CORRECTED", HELD: "CORRECTION HELD"}
 
 FIGURE_WORDS = {  # every control figure (domain/controls.py CONTROL_FIELDS), in words
     "paid_lines": ("paid order lines", ""),
@@ -218,6 +218,10 @@ def _day_status(day: str, status) -> str:
                                                       else "nothing is available for this day meanwhile"))
     if status.state == RESTATEMENT_PENDING:
         return "available; a corrected version is being prepared"
+    if status.state == HELD:
+        at = max(a.served.certified_at for a in status.assets if a.served)
+        return (f"available: consumers keep version {status.certified_version}, certified {at}; the figures the "
+                "source system re-sent are held back until the data owner confirms them")
     if status.state == "PENDING":
         return f"not due yet: it is due by {_when(due)}"
     return f"not available yet: it was due by {_when(due)}"

@@ -7,6 +7,14 @@ affected scope stays held from containment until verification has proven
 that a repair run succeeded with every blocking check passing and that every
 layer reconciles with the controls recomputed from the immutable raw evidence
 (``VERIFY_CONDITIONS``); an incident cannot be resolved before that.
+
+Containment freezes the suspect version, not the last known good one: a
+served certification is withdrawn only when it may itself be wrong, never
+when every piece of evidence of its day is about newer data that was never
+certified (a held re-send, a failed or refused load).
+
+Every free text an operator gives (notes, reasons, summaries, postmortem gaps,
+verifications and evidence) passes the PII redactor before it is stored.
 """
 
 from __future__ import annotations
@@ -19,16 +27,24 @@ from typing import Any, Callable
 
 import dagster as dg
 
+from ...defs.automation.jobs import DAILY_CHAIN
 from ...defs.checks.certification_checks import report_day_states
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ...domain.controls import ControlTuple
+from ...errors import UsageError
 from ...product.canonical_controls import verify_partitions
 from ...product.dashboards import DEFAULT_DASHBOARDS, current, governed_values, tile_values
 from ...product.pii import redact_for
 from ...product.restatements import held_reason
 from ...product.run_certification import certify_and_deliver
 from ...product.serving import partition_status
-from ...store.ledger.partition_states import BUILT, CERTIFIED, WITHDRAWN
+from ...store.ledger.partition_states import (
+    BLOCKED_UPSTREAM,
+    BUILT,
+    CERTIFICATION_REFUSED,
+    CERTIFIED,
+    WITHDRAWN,
+)
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS, RAW_ORDER_LINES
 from ..access.access_log import log_decision
@@ -49,6 +65,8 @@ from .incident_records import (
 from .notices import build_notice, to_markdown
 from .triage import SEMANTIC, classify
 
+NOTICE_STAGES = ("initial", "update", "resolved")
+
 
 @dataclass
 class IncidentWorkflow:
@@ -67,21 +85,34 @@ class IncidentWorkflow:
     def get(self, incident_id: str) -> Incident:
         return self.store.get(incident_id)
 
+    def _clean(self, text: str) -> str:
+        """``text`` with every customer name and email redacted: applied to each free text before it is stored."""
+        return redact_for(self.platform)(text)
+
     # -- notes ------------------------------------------------------------
     def note(self, incident_id: str, actor: str, text: str) -> None:
-        self.store.append(incident_id, self._now(), actor, "note", redact_for(self.platform)(text))
+        if not (text or "").strip():
+            raise UsageError("a note needs its text (--text)")
+        self.get(incident_id)
+        self.store.append(incident_id, self._now(), actor, "note", self._clean(text))
 
     # -- identify: triage, blast radius, last known good -------------------
     def identify(self, incident_id: str, actor: str, origin_asset: str | None = None,
                  origin_field: str | None = None) -> dict[str, Any]:
         incident = self.get(incident_id)
         triage = classify(self.platform, incident)
+        try:  # before anything is recorded: an unknown origin is a wrong argument
+            if origin_field:
+                br = radius.from_field(self.defs, origin_field, incident.partitions)
+            else:
+                br = radius.from_asset(self.defs, origin_asset or _default_origin(incident, triage["verdict"]),
+                                       incident.partitions)
+        except IncidentError as exc:
+            if origin_field or origin_asset:
+                raise UsageError(str(exc)) from None
+            raise
         self.store.append(incident_id, self._now(), actor, "triage",
                           f"triage: {triage['verdict']} ({triage['note']})", data=triage)
-        if origin_field:
-            br = radius.from_field(self.defs, origin_field, incident.partitions)
-        else:
-            br = radius.from_asset(self.defs, origin_asset or _default_origin(incident, triage["verdict"]), incident.partitions)
         self.store.append(incident_id, self._now(), actor, "blast_radius",
                           f"blast radius from {br.origin}: {len(br.affected)} assets, owners {', '.join(br.owners)}",
                           data=br.to_json())
@@ -92,31 +123,43 @@ class IncidentWorkflow:
 
     # -- contain -------------------------------------------------------------
     def contain(self, incident_id: str, actor: str, assets: list[str] | None = None,
-                partitions: list[str] | None = None, withdraw: bool = True, hold: bool = True) -> dict[str, Any]:
-        """Withdraw served certifications in scope, hold certification, preserve the evidence.
+                partitions: list[str] | None = None, withdraw: bool = True, hold: bool = True,
+                withdraw_served: bool = False) -> dict[str, Any]:
+        """Freeze the suspect version: withdraw served certifications in doubt, hold certification, keep the evidence.
 
-        A late source has nothing wrong to withdraw and no reason to hold
+        A served certification is withdrawn when it may itself be wrong. It
+        stays served, as the last known good version, when every signal of its
+        day is about newer data that was never certified (``_keeps_serving``):
+        a re-send held by the restatement guard, a load that failed or was
+        refused. The hold then stops only that new data from being certified;
+        ``withdraw_served`` withdraws it all the same (the operator doubts it
+        on evidence the incident does not hold). A late source has nothing wrong to withdraw and no reason to hold
         correct data back: ``hold=False`` records containment without a hold.
         """
-        self._authorise(actor, WITHDRAW_CERTIFICATION, f"contain {incident_id}")
         incident = self.get(incident_id)
+        self._authorise(actor, WITHDRAW_CERTIFICATION, f"contain {incident_id}")
         partitions = sorted(partitions or incident.partitions)
         if not partitions:
             raise IncidentError("containment needs the affected days (--from/--to)")
         assets = assets or list(CERTIFIED_ASSETS)
         now = self._now()
         ledger = self.platform.ledger
-        withdrawn = []
-        if withdraw:
-            for asset in assets:
-                served = ledger.partitions.served_map(asset)
-                for p in partitions:
-                    if p in served:
-                        cert = served[p].certification
-                        ledger.partitions.append(asset, p, WITHDRAWN, now, actor=actor, reason=f"contained by {incident_id}",
-                                            detail={"certification_ids": [cert.id], "incident_id": incident_id})
-                        withdrawn.append({"asset": asset, "partition": p, "version": served[p].version,
-                                          "fingerprint": cert.fingerprint})
+        keeps = {p: None if withdraw_served else _keeps_serving(self.platform, incident, p) for p in partitions}
+        withdrawn, kept = [], []
+        for asset in assets:
+            served = ledger.partitions.served_map(asset)
+            for p in partitions:
+                if p not in served:
+                    continue
+                cert = served[p].certification
+                entry = {"asset": asset, "partition": p, "version": served[p].version,
+                         "fingerprint": cert.fingerprint}
+                if withdraw and keeps[p] is None:
+                    ledger.partitions.append(asset, p, WITHDRAWN, now, actor=actor, reason=f"contained by {incident_id}",
+                                             detail={"certification_ids": [cert.id], "incident_id": incident_id})
+                    withdrawn.append(entry)
+                else:
+                    kept.append({**entry, "because": keeps[p] or "containment without withdrawal (--no-withdraw)"})
         hold_id = (ledger.holds.hold(assets, partitions[0], partitions[-1], actor, f"incident {incident_id} under way",
                                now, incident_id=incident_id) if hold else None)
         evidence = {
@@ -124,13 +167,14 @@ class IncidentWorkflow:
                             for p in partitions for b in ledger.batches.list(p)],
             "preserved": "raw store batches are write-once; withdrawn versions stay readable by snapshot (time travel)",
         }
-        data = {"assets": assets, "partitions": partitions, "withdrawn": withdrawn, "hold_id": hold_id,
+        data = {"assets": assets, "partitions": partitions, "withdrawn": withdrawn, "kept": kept, "hold_id": hold_id,
                 "evidence": evidence}
         self.store.append(incident_id, now, actor, "scope", "scope set", data={"assets": assets, "partitions": partitions})
         held = (f"certification held for {', '.join(assets)} {partitions[0]}..{partitions[-1]}" if hold
                 else "certification not held (nothing wrong was published)")
+        keeping = "".join(f"; {line}" for line in kept_versions(kept))
         self.store.append(incident_id, now, actor, "containment",
-                          f"contained: {len(withdrawn)} certifications withdrawn; {held}", data=data)
+                          f"contained: {len(withdrawn)} certifications withdrawn{keeping}; {held}", data=data)
         self.store.advance(self.get(incident_id), CONTAINED, now, actor, "contained")
         if self.instance is not None:
             report_day_states(self.instance, self.platform, partitions)
@@ -150,6 +194,10 @@ class IncidentWorkflow:
     # -- communicate ---------------------------------------------------------
     def notify(self, incident_id: str, actor: str, *, stage: str, summary: str, repair: str, next_update: str,
                restated: bool, corrected: dict | None = None, out_dir: Path | None = None) -> dict[str, Any]:
+        if stage not in NOTICE_STAGES:
+            raise UsageError(f"a notice's stage is one of {', '.join(NOTICE_STAGES)}, not {stage!r}")
+        if not (summary or "").strip():
+            raise UsageError("a notice needs its summary (--summary)")
         incident = self.get(incident_id)
         notice = build_notice(self.platform, incident, stage=stage, summary=summary, repair=repair,
                               next_update=next_update, restated=restated, corrected=corrected)
@@ -166,21 +214,32 @@ class IncidentWorkflow:
     # -- repair ----------------------------------------------------------------
     def repair(self, incident_id: str, actor: str, start: str, end: str, reason: str, start_at: str | None = None,
                include_current: bool = False):
-        """Rebuild the scope from raw (or from ``start_at`` down) in the backfill lane; certification stays held."""
+        """Rebuild the scope from raw (or from ``start_at`` down) in the backfill lane; certification stays held.
+
+        An invalid request (no or a bad range, no reason) is refused before
+        anything is recorded. The repair records which certifications were
+        refused for a reason other than this incident's hold (``refused_beyond_hold``).
+        """
         if self.instance is None:
             raise IncidentError("repair needs a Dagster instance")
-        self.store.advance(self.get(incident_id), REPAIRING, self._now(), actor, f"repairing {start}..{end}")
-        request = BackfillRequest(start=start, end=end, operator=actor, reason=reason, incident_id=incident_id,
-                                  start_at=start_at, include_current=include_current)
+        if not start:
+            raise UsageError("a repair needs its days (--from, and --to for more than one)")
+        request = BackfillRequest(start=start, end=end or start, operator=actor, reason=self._clean(reason or ""),
+                                  incident_id=incident_id, start_at=start_at, include_current=include_current)
+        problems = request.validate(self.platform)
+        if problems:
+            raise UsageError("repair refused: " + "; ".join(problems))
+        self.store.advance(self.get(incident_id), REPAIRING, self._now(), actor, f"repairing {start}..{request.end}")
         outcome = run_backfill(self.defs, self.instance, self.platform, request, log_level=self.log_level)
-        refused = [d.to_json() for d in outcome.decisions if not d.certified]
+        refused = [d for d in outcome.decisions if not d.certified]
         self.store.append(
             incident_id, self._now(), actor, "repair",
             f"repair run {outcome.run_id} in the {outcome.lane} lane "
             f"{'succeeded' if outcome.success else 'failed'}; certification held until verification",
             data={"request_id": outcome.request_id, "run_id": outcome.run_id, "lane": outcome.lane,
                   "partitions": outcome.partitions, "start_at": start_at, "success": outcome.success,
-                  "failures": outcome.failures, "held_certifications": len(refused)},
+                  "failures": outcome.failures, "held_certifications": len(refused),
+                  "refused_beyond_hold": refused_beyond_hold(outcome.decisions, incident_id)},
         )
         return outcome
 
@@ -196,6 +255,7 @@ class IncidentWorkflow:
         verification still waits for a successful repair run.
         """
         incident = self.get(incident_id)
+        description = self._clean(description)
         if run_id is not None:
             data = {**data, **self._run_outcome(run_id)}
             description += f" (run {run_id} {'succeeded' if data['success'] else 'failed'})"
@@ -277,7 +337,7 @@ class IncidentWorkflow:
             problems.append("certification is still held for this incident")
         if problems:
             raise IncidentError(f"{incident_id} cannot be resolved: " + "; ".join(problems))
-        self.store.append(incident_id, self._now(), actor, "resolution", summary, status=RESOLVED)
+        self.store.append(incident_id, self._now(), actor, "resolution", self._clean(summary), status=RESOLVED)
 
     # -- postmortem -------------------------------------------------------------
     def add_action(self, incident_id: str, actor: str, owner: str, due: str, gap: str, verification: str) -> str:
@@ -298,6 +358,7 @@ class IncidentWorkflow:
             problems.append("how completion will be verified")
         if problems:
             raise IncidentError("postmortem action rejected: it needs " + ", ".join(problems))
+        gap, verification = self._clean(gap), self._clean(verification)
         action_id = self.platform.ledger.allocate_id("PM")
         self.store.append(incident_id, self._now(), actor, "postmortem_action", f"action {action_id} for {owner}: {gap}",
                           data={"action_id": action_id, "owner": owner, "due": due, "gap": gap,
@@ -310,8 +371,70 @@ class IncidentWorkflow:
             raise IncidentError(f"{incident_id} has no postmortem action {action_id}")
         if not (evidence or "").strip():
             raise IncidentError(f"completing {action_id} needs the evidence that proves it done")
+        evidence = self._clean(evidence)
         self.store.append(incident_id, self._now(), actor, "action_done", f"action {action_id} done: {evidence}",
                           data={"action_id": action_id, "evidence": evidence})
+
+
+def _keeps_serving(platform: Platform, incident: Incident, day: str) -> str | None:
+    """Why containment keeps serving ``day``'s certified version, or None when that version is itself in doubt.
+
+    The served version is the last known good one when every signal of the
+    incident for the day names a run that built (or tried to build) newer data
+    of the day and that nothing of the run was ever certified: the suspect is
+    that run's data, held, refused or failed, not what consumers read. A
+    signal without a run (a consumer report), a run that built nothing of the
+    day (checks run over the stored tables) or a run some certification came
+    from leaves the served version in doubt, and it is withdrawn.
+    """
+    signals = [s for s in incident.signals if s.get("partition") == day]
+    if not signals:
+        return None
+    events = platform.ledger.partitions.events(partition=day)
+    certified_runs = {e.run_id for e in events if e.state == CERTIFIED}
+    candidate_runs = {e.run_id for e in events
+                      if e.asset in DAILY_CHAIN and e.state in (BUILT, CERTIFICATION_REFUSED, BLOCKED_UPSTREAM)}
+    candidate_runs |= {p["run_id"] for p in platform.ledger.runs.phases(partition=day)}
+    runs = {s.get("run_id") for s in signals}
+    if None in runs or runs - candidate_runs or runs & certified_runs:
+        return None
+    suspects = sorted({_SUSPECT_WORDS.get(s["kind"], "newer data") for s in signals})
+    return f"the suspect {' and '.join(suspects)} was never certified"
+
+
+# What a signal says the never-certified suspect data is (contain's "kept" lines).
+_SUSPECT_WORDS = {
+    "restatement_held": "re-send held for its owner",
+    "anomaly_held": "delivery held for its owner",
+    "check_failed": "build that failed its checks",
+    "run_failed": "failed load",
+    "source_late": "late delivery",
+    "slo_missed": "late load",
+}
+
+
+def refused_beyond_hold(decisions, incident_id: str) -> list[dict[str, Any]]:
+    """The certifications a repair run's gate refused for a reason other than the incident's own hold, with those reasons."""
+    own_hold = f"certification held by {incident_id}:"
+    out = []
+    for d in decisions:
+        reasons = [r for r in d.reasons if not r.startswith(own_hold)]
+        if not d.certified and reasons:
+            out.append({"asset": d.asset, "partition": d.partition, "reasons": reasons})
+    return out
+
+
+def kept_versions(kept: list[dict[str, Any]]) -> list[str]:
+    """One line per day whose certified version containment kept serving: which version consumers keep, and why."""
+    by_day: dict[str, list[dict[str, Any]]] = {}
+    for entry in kept:
+        by_day.setdefault(entry["partition"], []).append(entry)
+    lines = []
+    for day, entries in sorted(by_day.items()):
+        versions = sorted({e["version"] for e in entries})
+        lines.append(f"consumers keep certified version {'/'.join(map(str, versions))} of {day} "
+                     f"({entries[0]['because']})")
+    return lines
 
 
 def _default_origin(incident: Incident, verdict: str) -> str:
