@@ -6,6 +6,14 @@ and it must not be: it is evidence. Retiring it is a ledger decision with
 actor, reason and incident; every later load of its day leaves it out, and
 its bytes stay where they are. The newest decision about a batch wins, so a
 retirement made in error is undone by reinstating.
+
+The ERP numbers every row version it emits (``source_seq``), so the ranges of
+the accepted batches of different days never overlap: a range that goes back
+into one another day already committed is a source problem, not a new day.
+``sequence_regression`` is that rule, asked by readiness before a batch is
+accepted and by ``decide`` before a retired batch is reinstated. Batches of
+the same day do not count (a re-delivery supersedes the day's earlier
+batches), nor do retired ones.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from datetime import datetime
 from ..errors import AtlasmartError
 from ..store.clock import format_ts
 from ..store.ledger import Ledger
+from ..store.ledger.batches import BATCHES
 from ..store.ledger.engine import LedgerTable
 from ..store.platform import Platform
 
@@ -36,6 +45,48 @@ BATCH_DECISIONS = LedgerTable(
     """,
     indexes=("ix_batch_decisions_partition ON batch_decisions(partition, id)",),
 )
+
+
+# A predicate on ``batches``: the newest decision about the batch retired it (SQLite and Postgres alike).
+_NOT_RETIRED = (
+    f"NOT EXISTS (SELECT 1 FROM {BATCH_DECISIONS.name} d WHERE d.batch_id = {BATCHES.name}.batch_id "
+    f"AND d.partition = {BATCHES.name}.partition AND d.decision = '{RETIRED}' AND d.id = "
+    f"(SELECT max(e.id) FROM {BATCH_DECISIONS.name} e WHERE e.batch_id = d.batch_id AND e.partition = d.partition))"
+)
+
+
+@dataclass(frozen=True)
+class SeqRange:
+    """The source_seq range a batch of a day claims: its manifest's, which readiness holds the rows to."""
+
+    batch_id: str
+    partition: str
+    low: int
+    high: int
+
+    def meets(self, other: "SeqRange") -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+    def __str__(self) -> str:
+        return f"batch {self.batch_id} of {self.partition} ({self.low}..{self.high})"
+
+
+def sequence_regression(ledger: Ledger, claim: SeqRange, pending: tuple[SeqRange, ...] = ()) -> str | None:
+    """Why ``claim`` may not be accepted (it overlaps the committed range of another day's batch), or None.
+
+    The committed ranges are one query over the batch ledger (accepted: not
+    retired); ``pending`` are batches a range run accepted for its earlier
+    days, which the ledger records only once the whole run is ready.
+    """
+    ledger.engine.ensure(BATCH_DECISIONS)  # the predicate reads it before any decision was taken
+    found = [SeqRange(r["batch_id"], r["partition"], r["source_seq_low"], r["source_seq_high"])
+             for r in ledger.batches.overlapping(claim.low, claim.high, claim.partition, _NOT_RETIRED)]
+    found += [p for p in pending if p.partition != claim.partition and p.meets(claim)]
+    if not found:
+        return None
+    found.sort(key=lambda r: (r.low, r.partition, r.batch_id))
+    return (f"sequence regression: batch {claim.batch_id} source_seq {claim.low}..{claim.high} overlaps "
+            + ", ".join(map(str, found)))
 
 
 class BatchDecisionError(AtlasmartError):
@@ -67,10 +118,18 @@ def decide(
         raise BatchDecisionError(f"a batch is {RETIRED} or {REINSTATED}, not {decision!r}")
     if not actor.strip() or not reason.strip():
         raise BatchDecisionError("a batch decision needs who takes it and why")
-    known = {b["batch_id"]: b["partition"] for b in platform.ledger.batches.list()}
+    known = {b["batch_id"]: b for b in platform.ledger.batches.list()}
     if batch_id not in known:
         raise BatchDecisionError(f"no batch {batch_id} was ever admitted (see atlasmart batch list)")
-    row = {"batch_id": batch_id, "partition": known[batch_id], "decision": decision, "actor": actor,
+    batch = known[batch_id]
+    reinstating = decision == REINSTATED and batch_id in retired_batches(platform.ledger, batch["partition"])
+    if reinstating and batch["expected_rows"] > 0:
+        # While it was retired another day may have been accepted with its sequence numbers.
+        claim = SeqRange(batch_id, batch["partition"], batch["source_seq_low"], batch["source_seq_high"])
+        regression = sequence_regression(platform.ledger, claim)
+        if regression:
+            raise BatchDecisionError(f"{regression}: retire the overlapping batch first, or keep {batch_id} retired")
+    row = {"batch_id": batch_id, "partition": batch["partition"], "decision": decision, "actor": actor,
            "reason": reason, "incident_id": incident_id, "at": format_ts(at)}
     platform.ledger.engine.append(BATCH_DECISIONS, row)
     return BatchDecision(**row)

@@ -1,21 +1,30 @@
-"""Source readiness: decide whether a day's batch may enter the platform.
+"""Source readiness: decide which batches a day loads, and whether a new delivery may enter.
 
-A day is ready when its manifest is present and truthful: it parses, it is for
-this day, it was declared ready no later than now, its schema version is
-known, the data file's bytes hash to ``data_sha256``, the file parses, it has
-``expected_rows`` rows and its ``source_seq`` values lie in the declared
-range. Only then is the batch committed to the raw store. Anything else raises
+A day loads its accepted batches: those the raw store holds (an operator's
+retired ones left out, ``batch_lifecycle.py``) and, when the landing zone
+holds a batch id the raw store does not, that **new delivery** once it is
+ready. It is ready when its manifest is present and truthful: it parses, it
+is for this day, it was declared ready no later than now, its schema version
+is known, the data file's bytes hash to ``data_sha256``, the file parses, it
+has ``expected_rows`` rows, its ``source_seq`` values lie in the declared
+range, and that range overlaps no committed range of another day's accepted
+batch (a *sequence regression*, ``batch_lifecycle.sequence_regression``).
+Only then is the batch committed to the raw store. Anything else raises
 ``SourceNotReady`` naming the day and every problem found, and nothing is
 written anywhere but the raw store's private staging area (which is cleaned).
 
-A day with no manifest in the landing zone but batches already in the raw
-store is *replayed* from the raw store: replay never depends on the landing
-zone still holding old files. Batches an operator retired
-(``batch_lifecycle.py``) are left out of every load, the landed one included.
+Replays and repairs are built from immutable raw evidence: a batch the raw
+store holds is never read from the landing zone again, so a day whose landing
+folder is gone, or whose landing copy changed after admission, is rebuilt
+from the raw store exactly as before. A landing copy that no longer matches
+the stored evidence is not re-admitted; it becomes a note on the day's source
+(``PartitionSource.notes``). The stored bytes themselves must still hash to
+their manifest (``RawStore.verify``), or the load stops with
+``RawEvidenceConflict``.
 
 A range checks its days with ``prepare_partitions``: the same outcomes, in
-the same order, as checking day after day, but the landed files of several
-days are copied, hashed and profiled concurrently.
+the same order, as checking day after day, but the files of several days are
+copied, hashed and profiled concurrently.
 """
 
 from __future__ import annotations
@@ -42,14 +51,15 @@ from ..store.landing import (
     batch_sql,
     field_types,
     file_format,
+    named_batch_id,
     parse_manifest,
     present_fields,
     structure_problems,
 )
 from ..store.platform import Platform
-from ..store.raw_store import StagedBatch, StoredBatch
+from ..store.raw_store import MANIFEST_NAME, StagedBatch, StoredBatch, sha256_file
 from ..store.warehouse import duckdb_connection
-from .batch_lifecycle import retired_batches
+from .batch_lifecycle import SeqRange, retired_batches, sequence_regression
 from .contract_approvals import resolver
 
 # (manifest, batch_id) -> contract to apply, or None when the version is unknown
@@ -75,7 +85,9 @@ class PartitionSource:
 
     partition: str
     batches: tuple[ReadyBatch, ...]
-    replayed_from_raw_store: bool
+    replayed_from_raw_store: bool  # no new delivery: every batch came from the raw store
+    # What an operator should know that did not stop the load (a landing copy that no longer matches).
+    notes: tuple[str, ...] = ()
 
     @property
     def expected_rows(self) -> int:
@@ -103,7 +115,11 @@ def _profile(
 
 
 def _stored_batch_view(
-    platform: Platform, stored: StoredBatch, contract_for: ContractResolver, con: duckdb.DuckDBPyConnection
+    platform: Platform,
+    stored: StoredBatch,
+    contract_for: ContractResolver,
+    con: duckdb.DuckDBPyConnection,
+    recorded: dict[str, dict],
 ) -> ReadyBatch:
     manifest, problems = parse_manifest(json.dumps(stored.manifest).encode(), stored.partition)
     if manifest is None:
@@ -114,10 +130,8 @@ def _stored_batch_view(
             stored.partition,
             [f"raw store batch {stored.batch_id} has unknown schema_version {manifest.schema_version!r}"],
         )
-    known = platform.ledger.batches.list(stored.partition)
-    recorded = next((b for b in known if b["batch_id"] == stored.batch_id), None)
-    if recorded is not None:
-        fields = tuple(json.loads(recorded["fields_json"]))
+    if stored.batch_id in recorded:
+        fields = tuple(json.loads(recorded[stored.batch_id]["fields_json"]))
     else:
         fields = present_fields(con, stored.data_path, file_format(stored.data_file))
     return ReadyBatch(stored, manifest, contract, fields, newly_landed=False)
@@ -125,35 +139,53 @@ def _stored_batch_view(
 
 @dataclass(frozen=True)
 class _Landed:
-    """A day whose landing batch passed the manifest checks and now needs its file checked."""
+    """A new delivery (a batch id the raw store does not hold) whose manifest passed; its file is checked next."""
 
     partition: str
     manifest: Manifest
     manifest_bytes: bytes
     data_path: Path
     contract: SourceContract
-    retired: frozenset[str]
 
 
-def _precheck(
-    platform: Platform, partition: str, now: datetime, con: duckdb.DuckDBPyConnection, contract_for: ContractResolver
-) -> PartitionSource | _Landed:
-    """Everything decided from the manifest and the raw store: a replay, a refusal, or a landed file to check."""
+@dataclass(frozen=True)
+class _Plan:
+    """What a day loads, decided from its landing manifest, the ledger and the raw store."""
+
+    partition: str
+    stored: tuple[StoredBatch, ...]  # the day's accepted batches the raw store holds
+    landed: _Landed | None = None  # a new delivery, to check and commit
+    # The batch the landing manifest names when the raw store holds it already, and those manifest bytes.
+    landing_copy: tuple[StoredBatch, bytes] | None = None
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """A plan's files checked: the staged new delivery (if any), its fields, and notes."""
+
+    staged: StagedBatch | None
+    fields: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    def discard(self) -> None:
+        if self.staged is not None:
+            self.staged.discard()
+
+
+def _precheck(platform: Platform, partition: str, now: datetime, contract_for: ContractResolver) -> _Plan:
+    """Everything decided from the manifest, the ledger and the raw store: what to load, or a refusal."""
     landing = platform.landing
     retired = retired_batches(platform.ledger, partition)
+    stored = tuple(s for s in platform.raw_store.batches(partition) if s.batch_id not in retired)
     manifest_bytes = landing.read_manifest_bytes(partition)
-    manifest, problems = parse_manifest(manifest_bytes, partition) if manifest_bytes is not None else (None, [])
-    landed_retired = manifest is not None and manifest.batch_id in retired
-    if manifest_bytes is None or landed_retired:
-        stored = [s for s in platform.raw_store.batches(partition) if s.batch_id not in retired]
+    named = named_batch_id(manifest_bytes) if manifest_bytes is not None else None
+    if manifest_bytes is None or named in retired:
         if stored:
-            views = tuple(_stored_batch_view(platform, s, contract_for, con) for s in stored)
-            return PartitionSource(partition, views, replayed_from_raw_store=True)
-        if landed_retired:
-            batch_id = manifest.batch_id
-            why = retired[batch_id]
+            return _Plan(partition, stored)
+        if named in retired:
+            why = retired[named]
             raise SourceNotReady(partition, [
-                f"the landed batch {batch_id} was retired by {why.actor} ({why.reason}) and no other batch of the day "
+                f"the landed batch {named} was retired by {why.actor} ({why.reason}) and no other batch of the day "
                 "is accepted: waiting for a new delivery"
             ])
         folder = landing.folder(partition)
@@ -166,7 +198,12 @@ def _precheck(
                 f"folder holds: {', '.join(present) or 'nothing'}"
             )
         raise SourceNotReady(partition, [problem])
+    held = next((s for s in stored if s.batch_id == named), None)
+    if held is not None:
+        # Not a new delivery: the day is replayed from the raw store, whatever the landing copy says now.
+        return _Plan(partition, stored, landing_copy=(held, manifest_bytes))
 
+    manifest, problems = parse_manifest(manifest_bytes, partition)
     if manifest is None:
         raise SourceNotReady(partition, problems)
     if manifest.ready_at > now:
@@ -188,7 +225,41 @@ def _precheck(
         problems.append(f"data file {manifest.data_file} named by the manifest is missing")
     if problems:
         raise SourceNotReady(partition, problems)
-    return _Landed(partition, manifest, manifest_bytes, data_path, contract, frozenset(retired))
+    return _Plan(partition, stored, landed=_Landed(partition, manifest, manifest_bytes, data_path, contract))
+
+
+def _landing_copy_notes(platform: Platform, stored: StoredBatch, manifest_bytes: bytes) -> tuple[str, ...]:
+    """What differs between the landing zone's copy of a stored batch and the evidence stored at admission."""
+    differences = []
+    if manifest_bytes != stored.manifest_path.read_bytes():
+        differences.append(f"its {MANIFEST_NAME} differs from the one stored at admission")
+    landed = platform.landing.folder(stored.partition) / stored.data_file
+    admitted = str(stored.manifest["data_sha256"]).lower()
+    if not landed.is_file():
+        differences.append(f"its {stored.data_file} is gone from the landing zone")
+    elif (found := sha256_file(landed)) != admitted:
+        differences.append(f"its {stored.data_file} hashes to {found[:12]}…, the stored evidence to {admitted[:12]}…")
+    if not differences:
+        return ()
+    return (
+        f"landing copy of batch {stored.batch_id} no longer matches the raw store: {'; '.join(differences)}; "
+        "the day was built from the raw store and the landing copy was not re-admitted",
+    )
+
+
+def _check(platform: Platform, plan: _Plan, con: duckdb.DuckDBPyConnection) -> _Checked:
+    """Verify the stored batches, compare the landing copy, stage and check a new delivery.
+
+    Touches only files, the raw store's private staging area and ``con``: no
+    ledger, no commit, so days can be checked concurrently.
+    """
+    for stored in plan.stored:
+        platform.raw_store.verify(stored)
+    notes = _landing_copy_notes(platform, *plan.landing_copy) if plan.landing_copy else ()
+    if plan.landed is None:
+        return _Checked(None, (), notes)
+    staged, fields = _check_file(platform, plan.landed, con)
+    return _Checked(staged, fields, notes)
 
 
 def _check_file(
@@ -196,8 +267,7 @@ def _check_file(
 ) -> tuple[StagedBatch, tuple[str, ...]]:
     """Stage (copy + hash) the landed file and profile the copy; the staged batch and its fields, or a refusal.
 
-    Touches only the raw store's private staging area and ``con``: no ledger,
-    no commit, so days can be checked concurrently. A refused batch is discarded.
+    A refused batch is discarded.
     """
     partition, manifest, contract = landed.partition, landed.manifest, landed.contract
     problems: list[str] = []
@@ -246,23 +316,54 @@ def _check_file(
 
 def _admit(
     platform: Platform,
-    landed: _Landed,
-    staged: StagedBatch,
-    fields: tuple[str, ...],
+    plan: _Plan,
+    checked: _Checked,
     contract_for: ContractResolver,
     con: duckdb.DuckDBPyConnection,
+    accepted_in_run: list[SeqRange],
 ) -> PartitionSource:
-    """Commit a checked batch to the raw store and list all the day's batches."""
-    manifest, partition = landed.manifest, landed.partition
-    stored, newly = platform.raw_store.commit(staged)
-    ready = ReadyBatch(stored, manifest, landed.contract, fields, newly_landed=newly)
-    others = tuple(
-        _stored_batch_view(platform, s, contract_for, con)
-        for s in platform.raw_store.batches(partition)
-        if s.batch_id != manifest.batch_id and s.batch_id not in landed.retired
-    )
-    batches = tuple(sorted(others + (ready,), key=lambda b: (b.manifest.source_seq_low, b.manifest.batch_id)))
-    return PartitionSource(partition, batches, replayed_from_raw_store=False)
+    """Refuse a sequence regression, commit a new delivery to the raw store, list all the day's batches.
+
+    The batches the ledger does not know yet (the new delivery, or a stored
+    batch an earlier blocked range run committed but never loaded) must not
+    overlap the committed ranges of other days' accepted batches, nor those
+    of batches ``accepted_in_run`` for earlier days of the same run; this
+    day's are added to it.
+    """
+    partition, landed = plan.partition, plan.landed
+    recorded = {b["batch_id"]: b for b in platform.ledger.batches.list(partition)}
+    try:
+        views = [_stored_batch_view(platform, s, contract_for, con, recorded) for s in plan.stored]
+        manifests = [v.manifest for v in views] + ([landed.manifest] if landed else [])
+        claims = [
+            SeqRange(m.batch_id, partition, m.source_seq_low, m.source_seq_high)
+            for m in manifests
+            if m.batch_id not in recorded and m.expected_rows > 0
+        ]
+        regressions = [r for c in claims if (r := sequence_regression(platform.ledger, c, tuple(accepted_in_run)))]
+        if regressions:
+            raise SourceNotReady(partition, regressions)
+    except BaseException:
+        checked.discard()
+        raise
+    if landed is not None:
+        stored, newly = platform.raw_store.commit(checked.staged)
+        views.append(ReadyBatch(stored, landed.manifest, landed.contract, checked.fields, newly_landed=newly))
+    accepted_in_run.extend(claims)
+    batches = tuple(sorted(views, key=lambda b: (b.manifest.source_seq_low, b.manifest.batch_id)))
+    return PartitionSource(partition, batches, replayed_from_raw_store=landed is None, notes=checked.notes)
+
+
+def _prepare(
+    platform: Platform,
+    partition: str,
+    now: datetime,
+    con: duckdb.DuckDBPyConnection,
+    contract_for: ContractResolver,
+    accepted_in_run: list[SeqRange],
+) -> PartitionSource:
+    plan = _precheck(platform, partition, now, contract_for)
+    return _admit(platform, plan, _check(platform, plan, con), contract_for, con, accepted_in_run)
 
 
 def prepare_partition(
@@ -272,23 +373,19 @@ def prepare_partition(
     con: duckdb.DuckDBPyConnection,
     contract_for: ContractResolver | None = None,
 ) -> PartitionSource:
-    """Check the day's landing batch, commit it to the raw store, list all its batches.
+    """The day's batches: its accepted batches in the raw store, and a new delivery once checked and committed.
 
     ``contract_for`` defaults to the ledger's approvals (see contract_approvals.py).
     """
     if contract_for is None:
         contract_for = resolver(platform.ledger)
-    first = _precheck(platform, partition, now, con, contract_for)
-    if isinstance(first, PartitionSource):
-        return first
-    staged, fields = _check_file(platform, first, con)
-    return _admit(platform, first, staged, fields, contract_for, con)
+    return _prepare(platform, partition, now, con, contract_for, [])
 
 
-def _checked_in_thread(platform: Platform, landed: _Landed) -> tuple[StagedBatch, tuple[str, ...]]:
+def _checked_in_thread(platform: Platform, plan: _Plan) -> _Checked:
     con = duckdb_connection()  # a cursor per thread: DuckDB cursors are not shared between threads
     try:
-        return _check_file(platform, landed, con)
+        return _check(platform, plan, con)
     finally:
         con.close()
 
@@ -304,32 +401,34 @@ def prepare_partitions(
 
     The same outcomes as calling ``prepare_partition`` day after day (an
     error other than ``SourceNotReady`` propagates at its day's turn, after
-    the earlier days were committed and before any later one is), but the
-    landed files of many days are copied, hashed and profiled concurrently
-    by up to ``os.cpu_count()`` threads: hashlib and DuckDB release the GIL,
-    and a range of small days is otherwise one core waiting on the next file.
+    the earlier days were committed and before any later one is; a day's new
+    batches count for the sequence continuity of the later days), but the
+    files of many days are copied, hashed and profiled concurrently by up to
+    ``os.cpu_count()`` threads: hashlib and DuckDB release the GIL, and a
+    range of small days is otherwise one core waiting on the next file.
     Commits to the raw store stay on the calling thread, in day order. At
     most ``2 × workers`` days are checked ahead of the commits, which bounds
     the private copies waiting in the raw store's staging area.
     """
     if contract_for is None:
         contract_for = resolver(platform.ledger)
+    accepted_in_run: list[SeqRange] = []
     workers = min(os.cpu_count() or 1, len(partitions))
     if workers <= 1 or len(set(partitions)) != len(partitions):
-        return _prepare_in_turn(platform, partitions, now, con, contract_for)
+        return _prepare_in_turn(platform, partitions, now, con, contract_for, accepted_in_run)
     # The manifest checks read the ledger and the raw store (cheap, not thread-safe): all days first.
-    first: list[PartitionSource | _Landed | BaseException] = []
+    first: list[_Plan | BaseException] = []
     for partition in partitions:
         try:
-            first.append(_precheck(platform, partition, now, con, contract_for))
+            first.append(_precheck(platform, partition, now, contract_for))
         except Exception as exc:  # noqa: BLE001 - raised (or recorded) at the day's turn below
             first.append(exc)
-    landed = [i for i, f in enumerate(first) if isinstance(f, _Landed)]
+    planned = [i for i, f in enumerate(first) if isinstance(f, _Plan)]
     pending: dict[int, Future] = {}
     out: dict[str, PartitionSource | SourceNotReady] = {}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="readiness") as pool:
         try:
-            ahead = iter(landed)
+            ahead = iter(planned)
             for i in islice(ahead, 2 * workers):
                 pending[i] = pool.submit(_checked_in_thread, platform, first[i])
             for i, partition in enumerate(partitions):
@@ -337,13 +436,10 @@ def prepare_partitions(
                 try:
                     if isinstance(outcome, BaseException):
                         raise outcome
-                    if isinstance(outcome, _Landed):
-                        future = pending.pop(i)
-                        for j in islice(ahead, 1):
-                            pending[j] = pool.submit(_checked_in_thread, platform, first[j])
-                        staged, fields = future.result()
-                        outcome = _admit(platform, outcome, staged, fields, contract_for, con)
-                    out[partition] = outcome
+                    future = pending.pop(i)
+                    for j in islice(ahead, 1):
+                        pending[j] = pool.submit(_checked_in_thread, platform, first[j])
+                    out[partition] = _admit(platform, outcome, future.result(), contract_for, con, accepted_in_run)
                 except SourceNotReady as exc:
                     out[partition] = exc
         finally:
@@ -356,20 +452,20 @@ def prepare_partitions(
 
 def _discard_result(future: Future) -> None:
     try:
-        staged, _ = future.result()
+        checked = future.result()
     except BaseException:  # noqa: BLE001 - a refused batch was discarded by its own check
         return
-    staged.discard()
+    checked.discard()
 
 
 def _prepare_in_turn(
     platform: Platform, partitions: Sequence[str], now: datetime, con: duckdb.DuckDBPyConnection,
-    contract_for: ContractResolver,
+    contract_for: ContractResolver, accepted_in_run: list[SeqRange],
 ) -> dict[str, PartitionSource | SourceNotReady]:
     out: dict[str, PartitionSource | SourceNotReady] = {}
     for partition in partitions:
         try:
-            out[partition] = prepare_partition(platform, partition, now, con, contract_for)
+            out[partition] = _prepare(platform, partition, now, con, contract_for, accepted_in_run)
         except SourceNotReady as exc:
             out[partition] = exc
     return out

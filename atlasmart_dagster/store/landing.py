@@ -148,6 +148,20 @@ def parse_manifest(raw: bytes, partition: str) -> tuple[Manifest | None, list[st
     )
 
 
+def named_batch_id(raw: bytes) -> str | None:
+    """The batch id manifest bytes name, even when the rest of the manifest is unusable (else None).
+
+    Readiness asks it first: a batch id the raw store already holds is a
+    replay, whatever else the landing copy of its manifest now says.
+    """
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    batch_id = data.get("batch_id") if isinstance(data, dict) else None
+    return batch_id if isinstance(batch_id, str) and is_safe_batch_id(batch_id) else None
+
+
 class LandingZone:
     """Read-only view of a landing folder (``sales_date=YYYY-MM-DD`` subfolders)."""
 

@@ -13,6 +13,10 @@ A batch id is written once. Re-landing the same id with the same bytes is a
 no-op (re-runs are idempotent); with different bytes it is a
 ``RawEvidenceConflict``: the evidence already stored is never overwritten. A
 re-delivery for the same day must carry a new batch id and both are kept.
+
+Replays and repairs read a day's batches from here, never from the landing
+zone again (``product/readiness.py``); ``verify()`` makes sure the bytes they
+read are still the bytes admitted.
 """
 
 from __future__ import annotations
@@ -59,6 +63,10 @@ class StoredBatch:
     @property
     def data_path(self) -> Path:
         return self.folder / self.data_file
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.folder / MANIFEST_NAME
 
 
 @dataclass
@@ -134,6 +142,27 @@ class RawStore:
         stored = self.get(staged.partition, staged.batch_id)
         assert stored is not None
         return stored, True
+
+    def verify(self, stored: StoredBatch) -> None:
+        """Raise ``RawEvidenceConflict`` unless the stored data file still hashes to its manifest's ``data_sha256``.
+
+        Files are read-only, not untouchable: a replay must not build a day
+        from evidence changed (or lost) after it was admitted.
+        """
+        where = f"raw store batch {stored.batch_id} of sales_date={stored.partition}"
+        if not stored.data_path.is_file():
+            raise RawEvidenceConflict(
+                f"{where} lost its data file {stored.data_file}: the admitted evidence cannot be replayed; "
+                "restore the raw store from a backup (atlasmart restore BACKUP)"
+            )
+        declared = str(stored.manifest.get("data_sha256", "")).lower()
+        found = sha256_file(stored.data_path)
+        if found != declared:
+            raise RawEvidenceConflict(
+                f"{where} no longer hashes to its manifest's data_sha256 ({found[:12]}…, admitted as "
+                f"{declared[:12]}…): the evidence changed after admission; restore the raw store from a backup "
+                "(atlasmart restore BACKUP)"
+            )
 
     def get(self, partition: str, batch_id: str) -> StoredBatch | None:
         folder = self._final_folder(partition, batch_id)

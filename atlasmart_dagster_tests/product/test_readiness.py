@@ -93,13 +93,15 @@ def test_manifest_for_another_day_is_not_ready(env):
     assert "manifest is for partition 2026-09-19" in problems_of(env)
 
 
-def test_same_batch_id_with_different_bytes_is_refused_and_evidence_kept(env):
+def test_same_batch_id_with_different_bytes_is_not_readmitted_and_evidence_kept(env):
     prepare(env)
     rows = read_rows(env.day_dir(DAY))
     rows[0]["line_amount_usd"] = "999.00"
     write_batch(env.day_dir(DAY), rows)  # keeps batch id ERP-20260920-01
-    with pytest.raises(RawEvidenceConflict, match="already in the raw store"):
-        prepare(env)
+    source = prepare(env)
+    assert source.replayed_from_raw_store and not source.batches[0].newly_landed
+    (note,) = source.notes
+    assert note.startswith("landing copy of batch ERP-20260920-01 no longer matches the raw store")
     stored = env.platform.raw_store.get(DAY, "ERP-20260920-01")
     assert b"999.00" not in stored.data_path.read_bytes()
 
@@ -166,11 +168,11 @@ def test_checking_a_range_concurrently_gives_what_checking_day_by_day_gives(tmp_
 
 
 def test_an_error_in_a_range_stops_at_its_day_with_the_earlier_days_committed(env):
-    prepare(env)  # 2026-09-20 is stored; now it arrives again with other bytes under the same batch id
-    rows = read_rows(env.day_dir(DAY))
-    rows[0]["line_amount_usd"] = "999.00"
-    write_batch(env.day_dir(DAY), rows)
-    with pytest.raises(RawEvidenceConflict):
+    prepare(env)  # 2026-09-20 is stored; then its stored evidence is changed behind the store's back
+    (batch,) = env.platform.raw_store.batches(DAY)
+    batch.data_path.chmod(0o644)
+    batch.data_path.write_bytes(batch.data_path.read_bytes().replace(b"100.00", b"900.00"))
+    with pytest.raises(RawEvidenceConflict, match="no longer hashes to its manifest"):
         prepare_partitions(env.platform, SAMPLE_DAYS, NOW, duckdb_connection())
     stored = {p.parent.name for p in (env.home / "raw").glob("sales_date=*/batch_id=*")}
     assert stored == {f"sales_date={d}" for d in SAMPLE_DAYS if d <= DAY}  # 2026-09-21 never committed

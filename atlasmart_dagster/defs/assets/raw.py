@@ -107,13 +107,15 @@ def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
 def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
     """Landed ERP order lines of a business day, one row per source row, with batch lineage.
 
-    Grain: (batch_id, source_row). Before anything is written the day must be
-    *ready*: manifest present and truthful (hash, row count, sequence range,
-    known schema version, declared ready). A day that is not ready fails this
-    step with a non-retryable "source not ready" error, records
-    BLOCKED_UPSTREAM in the ledger, and nothing downstream runs. Ready batches
-    are copied write-once into the raw store (keyed by batch_id); the day's
-    partition is then replaced atomically with the rows of all its batches.
+    Grain: (batch_id, source_row). Before anything is written a new delivery
+    must be *ready*: manifest present and truthful (hash, row count, sequence
+    range, known schema version, declared ready) and its source_seq range clear
+    of other days' committed ranges. A day that is not ready fails this step
+    with a non-retryable "source not ready" error, records BLOCKED_UPSTREAM in
+    the ledger, and nothing downstream runs. Ready batches are copied write-once
+    into the raw store (keyed by batch_id); the day's partition is then
+    replaced atomically with the rows of all its accepted batches, read from
+    the raw store (a re-run or repair never reads the landing zone again).
     Values that fail to cast are kept as NULL and listed in type_error_fields.
     """
     step = Step(context, atlasmart, "raw_order_lines")
@@ -175,21 +177,27 @@ def record_chunk(step, chunk, sources, published, snapshot_id, rows_check, contr
             {b.manifest.batch_id: list(b.contract.source_fields) for b in source.batches if not b.conformance.conforms},
         )
         batch_ids = [b.manifest.batch_id for b in source.batches]
+        # A landing copy that no longer matches the raw store did not stop the load: say so where people look.
+        noted = {"readiness_notes": list(source.notes)} if source.notes else {}
         step.record_built(
             partition,
             snapshot_id,
-            detail={"batch_ids": batch_ids, "rows": published[partition], "new_batches": source.new_batch_ids},
+            detail={"batch_ids": batch_ids, "rows": published[partition], "new_batches": source.new_batch_ids, **noted},
         )
         per_partition[partition] = {
             "rows": published[partition],
             "batch_ids": ", ".join(batch_ids),
             "replayed_from_raw_store": source.replayed_from_raw_store,
             "snapshot_id": str(snapshot_id),
+            **{k: "; ".join(v) for k, v in noted.items()},
         }
+        for note in source.notes:
+            step.context.log.warning(f"sales_date={partition}: {note}")
         step.log_partition(
             partition,
             "ok" if conforms else "contract_violation",
             batch_ids=batch_ids,
             rows=published[partition],
             replayed_from_raw_store=source.replayed_from_raw_store,
+            **noted,
         )

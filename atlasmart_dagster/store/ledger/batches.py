@@ -67,3 +67,17 @@ class BatchRecords:
         """Batches (of one day, or all) in source order."""
         where, args = ("partition = ?", (partition,)) if partition else ("", ())
         return self.engine.select(BATCHES, where, args, order_by="partition, source_seq_low, batch_id")
+
+    def overlapping(self, low: int, high: int, outside: str, also: str = "") -> list[dict[str, Any]]:
+        """Batches of days other than ``outside`` whose recorded source_seq range meets ``low..high``, in source order.
+
+        One query over the ledger. A batch of no rows carries no sequence
+        numbers, whatever range its manifest names, so it never meets one.
+        ``also`` is a further trusted predicate on ``batches`` written by its
+        caller (``product/batch_lifecycle.py`` leaves retired batches out).
+        """
+        where = "partition <> ? AND expected_rows > 0 AND source_seq_low <= ? AND source_seq_high >= ?"
+        return self.engine.select(
+            BATCHES, f"{where} AND ({also})" if also else where, (outside, high, low),
+            order_by="source_seq_low, partition, batch_id",
+        )
