@@ -71,8 +71,8 @@ class SeqRange:
         return f"batch {self.batch_id} of {self.partition} ({self.low}..{self.high})"
 
 
-def sequence_regression(ledger: Ledger, claim: SeqRange, pending: tuple[SeqRange, ...] = ()) -> str | None:
-    """Why ``claim`` may not be accepted (it overlaps the committed range of another day's batch), or None.
+def overlapping_batches(ledger: Ledger, claim: SeqRange, pending: tuple[SeqRange, ...] = ()) -> list[SeqRange]:
+    """Accepted batches of other days whose committed range overlaps ``claim``'s, lowest first.
 
     The committed ranges are one query over the batch ledger (accepted: not
     retired); ``pending`` are batches a range run accepted for its earlier
@@ -82,11 +82,22 @@ def sequence_regression(ledger: Ledger, claim: SeqRange, pending: tuple[SeqRange
     found = [SeqRange(r["batch_id"], r["partition"], r["source_seq_low"], r["source_seq_high"])
              for r in ledger.batches.overlapping(claim.low, claim.high, claim.partition, _NOT_RETIRED)]
     found += [p for p in pending if p.partition != claim.partition and p.meets(claim)]
-    if not found:
-        return None
-    found.sort(key=lambda r: (r.low, r.partition, r.batch_id))
-    return (f"sequence regression: batch {claim.batch_id} source_seq {claim.low}..{claim.high} overlaps "
+    return sorted(found, key=lambda r: (r.low, r.partition, r.batch_id))
+
+
+def describe_regression(claim: SeqRange, found: list[SeqRange], reused: list[int] | None = None) -> str:
+    text = (f"sequence regression: batch {claim.batch_id} source_seq {claim.low}..{claim.high} overlaps "
             + ", ".join(map(str, found)))
+    if reused:
+        shown = ", ".join(map(str, reused[:5])) + (", ..." if len(reused) > 5 else "")
+        text += f" and reuses their source_seq {shown}"
+    return text
+
+
+def sequence_regression(ledger: Ledger, claim: SeqRange, pending: tuple[SeqRange, ...] = ()) -> str | None:
+    """Why ``claim`` may not be accepted (it overlaps the committed range of another day's batch), or None."""
+    found = overlapping_batches(ledger, claim, pending)
+    return describe_regression(claim, found) if found else None
 
 
 class BatchDecisionError(AtlasmartError):

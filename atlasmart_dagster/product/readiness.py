@@ -8,7 +8,10 @@ is for this day, it was declared ready no later than now, its schema version
 is known, the data file's bytes hash to ``data_sha256``, the file parses, it
 has ``expected_rows`` rows, its ``source_seq`` values lie in the declared
 range, and that range overlaps no committed range of another day's accepted
-batch (a *sequence regression*, ``batch_lifecycle.sequence_regression``).
+batch (a *sequence regression*, ``batch_lifecycle.sequence_regression``). A
+correction of a day already delivered may span other days' ranges (it
+re-sends the day's own numbers, and later ones for what changed since), but
+may not reuse a number another day's rows carry.
 Only then is the batch committed to the raw store. Anything else raises
 ``SourceNotReady`` naming the day and every problem found, and nothing is
 written anywhere but the raw store's private staging area (which is cleaned).
@@ -58,8 +61,9 @@ from ..store.landing import (
 )
 from ..store.platform import Platform
 from ..store.raw_store import MANIFEST_NAME, StagedBatch, StoredBatch, sha256_file
+from ..store.tables import RAW_ORDER_LINES
 from ..store.warehouse import duckdb_connection
-from .batch_lifecycle import SeqRange, retired_batches, sequence_regression
+from .batch_lifecycle import SeqRange, describe_regression, overlapping_batches, retired_batches
 from .contract_approvals import resolver
 
 # (manifest, batch_id) -> contract to apply, or None when the version is unknown
@@ -314,6 +318,23 @@ def _check_file(
     return staged, fields
 
 
+def _reused_numbers(
+    platform: Platform, con: duckdb.DuckDBPyConnection, landed: _Landed, checked: _Checked, found: list[SeqRange]
+) -> list[int]:
+    """The source_seq values of the new delivery that rows of the ``found`` batches already carry (set-based)."""
+    manifest = landed.manifest
+    path = checked.staged.data_path
+    fmt = file_format(manifest.data_file)
+    new_rows = batch_sql(path, fmt, checked.fields, landed.contract, manifest.partition, manifest.batch_id,
+                         types=field_types(con, path, fmt))
+    committed = platform.warehouse.relation_sql(RAW_ORDER_LINES, sorted({f.partition for f in found}))
+    batches = ", ".join("'" + f.batch_id.replace("'", "''") + "'" for f in found)
+    return [row[0] for row in con.sql(
+        f"SELECT DISTINCT n.source_seq FROM ({new_rows}) n JOIN ({committed}) c USING (source_seq) "
+        f"WHERE c.batch_id IN ({batches}) ORDER BY 1"
+    ).fetchall()]
+
+
 def _admit(
     platform: Platform,
     plan: _Plan,
@@ -340,7 +361,21 @@ def _admit(
             for m in manifests
             if m.batch_id not in recorded and m.expected_rows > 0
         ]
-        regressions = [r for c in claims if (r := sequence_regression(platform.ledger, c, tuple(accepted_in_run)))]
+        regressions = []
+        for claim in claims:
+            found = overlapping_batches(platform.ledger, claim, tuple(accepted_in_run))
+            if not found:
+                continue
+            if landed is not None and claim.batch_id == landed.manifest.batch_id and views:
+                # A correction of a day already delivered re-sends the day's own numbers with
+                # later ones for what changed since (a refund), so its range may span other
+                # days' ranges; it may not reuse a number another day committed.
+                reused = _reused_numbers(platform, con, landed, checked, found)
+                if not reused:
+                    continue
+                regressions.append(describe_regression(claim, found, reused))
+            else:
+                regressions.append(describe_regression(claim, found))
         if regressions:
             raise SourceNotReady(partition, regressions)
     except BaseException:

@@ -106,3 +106,22 @@ def test_a_redelivery_supersedes_its_own_day_and_retired_batches_do_not_count(en
         "sequence regression: batch ERP-20260921-02 source_seq 207..209 overlaps batch ERP-20260922-01 of "
         "2026-09-22 (209..210): retire the overlapping batch first"
     )
+
+
+@pytest.mark.parametrize("refund_seq,refused", [(209, False), (205, True)], ids=["later-number", "reused-number"])
+def test_a_correction_may_span_other_days_ranges_but_never_reuse_their_numbers(env, refund_seq, refused):
+    """A re-send of 09-18 (197..201) with a refund at a later number spans 09-19..21's ranges: accepted.
+    The same refund carrying 205, a number 2026-09-20's rows committed, is a regression."""
+    assert run(env, SAMPLE_DAYS).certified == SAMPLE_DAYS
+    rows = read_rows(env.day_dir("2026-09-18"))
+    write_batch(env.day_dir("2026-09-18"), rows + [{**rows[0], "source_seq": refund_seq, "status": "refunded"}],
+                batch_id="ERP-20260918-02", ready_at="2026-09-23T06:30:00Z")
+    outcome = run(env, ["2026-09-18"])
+    if not refused:
+        assert outcome.certified == ["2026-09-18"]
+        return
+    assert not outcome.success and outcome.certified == []
+    assert ("sequence regression: batch ERP-20260918-02 source_seq 197..205 overlaps batch ERP-20260919-01 of "
+            "2026-09-19 (202..203), batch ERP-20260920-01 of 2026-09-20 (204..206) and reuses their source_seq 205"
+            ) in " | ".join(outcome.failures)
+    assert env.ledger.partitions.served("mart_finance_daily_sales", "2026-09-18").version == 1
