@@ -1,4 +1,4 @@
-"""Commands over source batches: list, retire, reinstate, map fields; approve a held restatement.
+"""Commands over source batches: list, retire, reinstate, map fields; decide a held restatement or anomaly.
 
 A retired batch stays in the raw store as evidence and is left out of every
 later load of its day; reload the day afterwards (``atlasmart backfill``) to
@@ -12,6 +12,7 @@ import argparse
 from ..errors import AtlasmartError
 from ..product.batch_lifecycle import REINSTATED, RETIRED, decide, retired_batches
 from ..product.contract_approvals import approve_mapping
+from ..product.anomaly import anomaly_held_builds, approve_anomaly, reject_anomaly
 from ..product.restatements import approve_restatement, held_builds
 from .context import CliContext, sales_date
 from .output import print_json, table
@@ -88,17 +89,16 @@ def cmd_batch_map(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-def cmd_restatement_approve(args: argparse.Namespace, ctx: CliContext) -> int:
-    """The data owner approves the figures of a held restatement; the held build is certified as the next version."""
-    # Local: only this command certifies, which loads Dagster and the checks (cold start).
+def _certify_approved(args: argparse.Namespace, ctx: CliContext, approve, held_of, what: str) -> int:
+    """Record the owner's approval of the held figures, then certify the held builds."""
+    # Local: only these commands certify, which loads Dagster and the checks (cold start).
     from ..defs.checks.certification_checks import report_day_states
     from ..product.run_certification import certify_and_deliver
 
     platform = ctx.platform
-    controls = approve_restatement(platform, args.partition, args.owner, args.by, args.reason,
-                                   platform.clock.now(), args.incident)
-    decisions = certify_and_deliver(platform, held_builds(platform, args.partition), True,
-                                    f"{args.by} (restatement approved)")
+    held = held_of(platform, args.partition)
+    controls = approve(platform, args.partition, args.owner, args.by, args.reason, platform.clock.now(), args.incident)
+    decisions = certify_and_deliver(platform, held, True, f"{args.by} ({what} approved)")
     report_day_states(ctx.instance, platform, [args.partition])
     certified = all(d.certified for d in decisions) and bool(decisions)
     if ctx.as_json:
@@ -109,6 +109,30 @@ def cmd_restatement_approve(args: argparse.Namespace, ctx: CliContext) -> int:
         for d in decisions:
             print(f"  {d.asset:<26} {'CERTIFIED' if d.certified else 'REFUSED: ' + '; '.join(d.reasons)}")
     return 0 if certified else 1
+
+
+def cmd_restatement_approve(args: argparse.Namespace, ctx: CliContext) -> int:
+    """The data owner approves the figures of a held restatement; the held build is certified as the next version."""
+    return _certify_approved(args, ctx, approve_restatement, held_builds, "restatement")
+
+
+def cmd_anomaly(args: argparse.Namespace, ctx: CliContext) -> int:
+    """A day held by the anomaly guard: its owner approves the figures (certified) or rejects them (batches retired)."""
+    _require(args, f"anomaly {args.action}", "partition", "owner", "by", "reason")
+    if args.action == "approve":
+        return _certify_approved(args, ctx, approve_anomaly, anomaly_held_builds, "anomaly")
+    from ..defs.checks.certification_checks import report_day_states
+
+    platform = ctx.platform
+    retired = reject_anomaly(platform, args.partition, args.owner, args.by, args.reason, platform.clock.now(),
+                             args.incident)
+    report_day_states(ctx.instance, platform, [args.partition])
+    if ctx.as_json:
+        print_json({"partition": args.partition, "rejected": True, "retired_batches": retired})
+    else:
+        print(f"{args.partition}: held figures rejected; retired {', '.join(retired) or 'no batch'} (bytes kept in "
+              "the raw store). The day serves nothing until a corrected delivery is loaded.")
+    return 0
 
 
 def _require(args: argparse.Namespace, action: str, *names: str) -> None:
@@ -161,3 +185,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reason", help="why these figures are right")
     p.add_argument("--incident", help="incident id this belongs to")
     p.set_defaults(handler=cmd_restatement)
+
+    p = sub.add_parser("anomaly", help=cmd_anomaly.__doc__, description=cmd_anomaly.__doc__)
+    p.add_argument("action", choices=["approve", "reject"])
+    p.add_argument("--partition", "--day", type=sales_date, help="the sales_date held by the anomaly guard")
+    p.add_argument("--owner", help="the data owner deciding (the contract's owner)")
+    p.add_argument("--by", help="the person deciding")
+    p.add_argument("--reason", help="why (recorded with the figures)")
+    p.add_argument("--incident", help="incident id this belongs to")
+    p.set_defaults(handler=cmd_anomaly)

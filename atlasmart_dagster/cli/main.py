@@ -58,6 +58,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "its fields."),
     "restatement": ("batches", "A restatement held by the guard: the data owner approves its figures (then it is "
                     "certified)."),
+    "anomaly": ("batches", "A day held by the anomaly guard: its owner approves the figures (certified) or rejects "
+                "them (batches retired)."),
     "clock": ("gameday", "Show, set or advance the home's logical clock (used with --clock logical or "
               "ATLASMART_CLOCK=logical)."),
     "tick": ("gameday", "Evaluate the schedule and sensors at the clock's now, as the daemon would; run and certify "

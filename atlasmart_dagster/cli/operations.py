@@ -36,7 +36,7 @@ def cmd_certify(args: argparse.Namespace, ctx: CliContext) -> int:
             print(f"run {args.run}: nothing to certify (no certified asset built, or already decided)")
         for d in decisions:
             verdict = "CERTIFIED" if d.certified else "REFUSED: " + "; ".join(d.reasons)
-            print(f"{d.partition}  {d.asset:<26} {verdict}")
+            print(f"{d.partition}  {d.asset:<26} {verdict}" + "".join(f" ({n})" for n in d.notes))
     return 0 if all(d.certified for d in decisions) else 1
 
 
@@ -85,6 +85,9 @@ def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
         print(f"certified: {', '.join(outcome.certified) or 'nothing'}")
         for refused in (d for d in outcome.decisions if not d.certified):
             print(f"refused {refused.asset} {refused.partition}: {'; '.join(refused.reasons)}")
+        noted = {(d.partition, n) for d in outcome.decisions if d.certified for n in d.notes}
+        for day, note in sorted(noted):
+            print(f"note {day}: {note}")
         print(f"recorded as {outcome.request_id} in the ledger")
     return 0 if outcome.success and all(d.certified for d in outcome.decisions) else 1
 

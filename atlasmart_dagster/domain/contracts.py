@@ -132,6 +132,53 @@ class RestatementTolerance:
         return found
 
 
+# The figures of a day the anomaly guard compares with its history
+# (product/anomaly.py): the control tuple, the average paid line, and two
+# shares that stay near zero on a healthy day.
+RATIO_MEASURES = CONTROL_FIELDS + ("avg_line_value_usd",)
+SHARE_MEASURES = ("quarantine_share", "event_day_drift_share")
+ANOMALY_MEASURES = RATIO_MEASURES + SHARE_MEASURES
+
+
+def _default_anomaly_margins() -> dict[str, float]:
+    # Profit is a difference of revenue and cost, so it swings by a larger
+    # factor on a normal day; the other measures catch a day sent in cents.
+    return {name: (2.5 if name == "gross_profit_usd" else 1.75) for name in RATIO_MEASURES}
+
+
+@dataclass(frozen=True)
+class AnomalyBand:
+    """How far a day's figures may stray from its recent certified history before its owner must sign it.
+
+    The history is the certified days within ``window_days`` of the day
+    (either side; the day itself left out). With at least ``min_history`` of
+    them, each measure has a band: from the ``low_quantile`` of the history
+    divided by the measure's margin to the ``high_quantile`` times it. The
+    margin is a factor: two draws of a day with +-20 % noise differ by up to
+    1.5x, and a seven-day history holds each weekday of a seasonal week. A
+    share (quarantined rows, lines whose event time falls on another UTC
+    day) may rise at most ``share_margin`` above the history's high
+    quantile. Beyond the band the day is built and checked but held.
+
+    With too little history there is no band, and the day is certified with
+    that said, except for an extreme jump: ``extreme_factor`` times above (or
+    below) every day certified so far, or a share more than
+    ``extreme_share_jump`` above all of them (the quality gate
+    already refuses a day with more than half its rows quarantined, so
+    this share catches event times, not small days' refusals); that
+    holds from the second certified day on.
+    """
+
+    window_days: int = 28
+    min_history: int = 7  # a week: every weekday of a seasonal week is in the band
+    low_quantile: float = 0.1
+    high_quantile: float = 0.9
+    margin: Mapping[str, float] = field(default_factory=_default_anomaly_margins)
+    share_margin: float = 0.25
+    extreme_factor: float = 10.0
+    extreme_share_jump: float = 0.5
+
+
 @dataclass(frozen=True)
 class SourceContract:
     """One version of the order_lines source contract."""
@@ -145,6 +192,7 @@ class SourceContract:
     requires_approval: bool = False
     quality: QualityThresholds = field(default_factory=QualityThresholds)
     restatement: RestatementTolerance = field(default_factory=RestatementTolerance)
+    anomaly: AnomalyBand = field(default_factory=AnomalyBand)
 
     @property
     def source_fields(self) -> tuple[str, ...]:

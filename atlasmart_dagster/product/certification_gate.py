@@ -45,14 +45,16 @@ from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIF
 from ..store.platform import Platform
 from ..store.tables import (
     AGG_DAILY_SALES,
+    CERTIFIED_ASSETS,
     FACT_SALES,
     MART_EXECUTIVE_REVENUE,
     MART_FINANCE_DAILY_SALES,
     METRIC_GROSS_REVENUE,
     TABLES_BY_NAME,
 )
+from .anomaly import PROFILE_KEY, judge, profile
 from .contract_approvals import contract_of_day
-from .published_controls import controls_of, fingerprints_of, metric_revenue_of
+from .published_controls import controls_of, event_day_drift_of, fingerprints_of, metric_revenue_of
 from .restatements import RESTATEMENT_HELD, approved_controls
 
 # The check each certified asset must have passed in the building run.
@@ -79,6 +81,9 @@ class GateDecision:
     snapshot_id: int | None = None
     fingerprint: str | None = None
     controls: ControlTuple | None = None
+    profile: dict | None = None  # the day's measures (anomaly.py), kept with a certification
+    notes: list[str] = field(default_factory=list)  # said, but not a reason to refuse
+    anomaly: dict | None = None  # the anomaly guard's breaches and consumer words, when it held the day
 
     def to_json(self) -> dict:
         return {
@@ -86,6 +91,7 @@ class GateDecision:
             "partition": self.partition,
             "certified": self.certified,
             "reasons": self.reasons,
+            "notes": self.notes,
             "snapshot_id": self.snapshot_id,
             "fingerprint": self.fingerprint,
             "controls": self.controls.to_json() if self.controls else None,
@@ -127,6 +133,7 @@ class GateEvidence:
         self._controls: dict[tuple[str, int | None], dict] = {}
         self._revenue: dict[tuple[str, int | None], dict] = {}
         self._fingerprints: dict[tuple[str, int | None], dict] = {}
+        self._drift: dict[tuple[str, int | None], dict] = {}
         self._days_by_snapshot: dict[tuple[str, int | None], set[str]] = {}
 
     def latest_built(self, asset: str, partition: str, up_to_id: int) -> PartitionEvent | None:
@@ -190,6 +197,19 @@ class GateEvidence:
             self._revenue, METRIC_GROSS_REVENUE.name, snapshot_id, partition,
             lambda days: metric_revenue_of(self.platform.warehouse, days, snapshot_id),
         )
+
+    def drift_lines(self, snapshot_id: int | None, partition: str) -> int:
+        return self._read_at(
+            self._drift, FACT_SALES.name, snapshot_id, partition,
+            lambda days: event_day_drift_of(self.platform.warehouse, days, snapshot_id),
+        )
+
+    def profile(self, built: PartitionEvent, controls: ControlTuple) -> dict:
+        """The day's measures under ``built``: controls, quarantined share, event-day drift."""
+        fact = built if built.asset == FACT_SALES.name else self.latest_built(FACT_SALES.name, built.partition, built.id)
+        quality = self.latest_check("stg_order_lines", QUALITY_WITHIN_THRESHOLDS, built.partition)
+        drift = self.drift_lines(fact.snapshot_id, built.partition) if fact is not None else None
+        return profile(controls, quality["observed"] if quality else None, drift)
 
     def fingerprint(self, spec, snapshot_id: int | None, partition: str) -> str:
         return self._read_at(
@@ -256,6 +276,34 @@ def decide(evidence: GateEvidence, built: PartitionEvent, run_succeeded: bool) -
     return decision
 
 
+def hold_anomalies(evidence: GateEvidence, builds: list[PartitionEvent], decisions: list[GateDecision]) -> None:
+    """Gate 7: profile every day about to be certified; hold first certifications beyond their anomaly band."""
+    profiles: dict[str, dict] = {}
+    first: set[str] = set()
+    for event, decision in zip(builds, decisions):
+        if decision.controls is None:
+            continue
+        day = event.partition
+        if day not in profiles:
+            profiles[day] = evidence.profile(event, decision.controls)
+        decision.profile = profiles[day]
+        never_certified = not any((asset, day) in evidence.last_certified for asset in CERTIFIED_ASSETS)
+        approved = decision.controls in evidence.approved.get(day, [])
+        if decision.certified and never_certified and not approved:
+            first.add(day)
+    verdicts = judge(evidence.platform, {day: profiles[day] for day in first})
+    for event, decision in zip(builds, decisions):
+        verdict = verdicts.get(event.partition)
+        if verdict is None or not decision.certified:
+            continue
+        if verdict.held:
+            decision.reasons.append(verdict.reason())
+            decision.certified = False
+            decision.anomaly = verdict.to_json()
+        elif verdict.note:
+            decision.notes.append(verdict.note)
+
+
 def certify_builds(
     platform: Platform,
     builds: list[PartitionEvent],
@@ -268,6 +316,8 @@ def certify_builds(
     seen = _decisions_of(ledger, builds)
     evidence = GateEvidence(platform, builds) if builds else None
     decisions = [decide(evidence, event, run_succeeded) for event in builds]
+    if evidence is not None:
+        hold_anomalies(evidence, builds, decisions)
     with ledger.transaction():
         # certification_sensor and the command that ran the run may decide the
         # same builds at once; the transaction serialises them, and the second
@@ -310,7 +360,8 @@ def _record_decision(ledger, event: PartitionEvent, decision: GateDecision, acto
         run_id=event.run_id,
         lane=event.lane,
         reason=None if decision.certified else "; ".join(decision.reasons),
-        detail={"built_event_id": event.id, "reasons": decision.reasons},
+        detail={"built_event_id": event.id, "reasons": decision.reasons, "notes": decision.notes,
+                PROFILE_KEY: decision.profile, **({"anomaly": decision.anomaly} if decision.anomaly else {})},
     )
 
 

@@ -79,6 +79,24 @@ def metric_revenue_of(
             con.close()
 
 
+def event_day_drift_of(
+    warehouse: Warehouse,
+    partitions: Sequence[str],
+    snapshot_id: int | None = None,
+) -> dict[str, int]:
+    """Paid lines per partition whose event time falls on another UTC day than their business day."""
+    con = duckdb_connection()
+    try:
+        view = warehouse.register(con, FACT_SALES, partitions, snapshot_id, name="drift_rows")
+        found = dict(con.sql(
+            f"SELECT sales_date::VARCHAR, count(*) FILTER (WHERE CAST(timezone('UTC', event_ts) AS DATE) <> sales_date) "
+            f"FROM {view} GROUP BY 1"
+        ).fetchall())
+        return {p: int(found.get(p, 0)) for p in partitions}
+    finally:
+        con.close()
+
+
 def fingerprints_of(
     warehouse: Warehouse,
     spec: TableSpec,

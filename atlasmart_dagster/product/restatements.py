@@ -75,26 +75,47 @@ def held_builds(platform: Platform, partition: str) -> list[PartitionEvent]:
     return held
 
 
-def approve_restatement(
-    platform: Platform, partition: str, owner: str, approved_by: str, reason: str, at: datetime,
-    incident_id: str | None = None,
-) -> ControlTuple:
-    """The owner approves the figures of the day's held candidate; returns them."""
+def check_owner(platform: Platform, partition: str, owner: str, decided_by: str, reason: str) -> None:
+    """Refuse a decision on the day's figures unless the day's data owner takes it, named, with a reason."""
     contract = contract_of_day(platform.ledger, partition)
     if owner != contract.owner:
-        raise RestatementError(f"the data of {partition} is owned by {contract.owner!r}; {owner!r} cannot approve it")
-    if not approved_by.strip() or not reason.strip():
-        raise RestatementError("an approval needs the approving person and a reason")
-    held = held_builds(platform, partition)
-    if not held:
-        raise RestatementError(f"no restatement of {partition} is held for approval")
-    refusals = platform.ledger.partitions.events(partition=partition, states=(CERTIFICATION_REFUSED,))
-    controls = next(e.controls for e in reversed(refusals) if e.detail.get("built_event_id") == held[0].id)
+        raise RestatementError(f"the data of {partition} is owned by {contract.owner!r}; {owner!r} cannot decide on it")
+    if not decided_by.strip() or not reason.strip():
+        raise RestatementError("an owner's decision needs the deciding person and a reason")
+
+
+def record_approval(platform: Platform, partition: str, controls: ControlTuple, owner: str, approved_by: str,
+                    reason: str, at: datetime, incident_id: str | None = None) -> None:
+    """Record that the owner approved exactly ``controls`` for the day.
+
+    The table is named for its first use; the anomaly guard (``anomaly.py``)
+    records its approvals here too: either guard lets figures an owner signed
+    through, and only those figures.
+    """
     platform.ledger.engine.append(
         RESTATEMENT_APPROVALS,
         {"partition": partition, "controls_json": dumps(controls.to_json()), "owner": owner,
          "approved_by": approved_by, "reason": reason, "incident_id": incident_id, "at": format_ts(at)},
     )
+
+
+def refused_controls(platform: Platform, build: PartitionEvent) -> ControlTuple:
+    """The controls the gate recorded when it refused ``build``."""
+    refusals = platform.ledger.partitions.events(partition=build.partition, states=(CERTIFICATION_REFUSED,))
+    return next(e.controls for e in reversed(refusals) if e.detail.get("built_event_id") == build.id)
+
+
+def approve_restatement(
+    platform: Platform, partition: str, owner: str, approved_by: str, reason: str, at: datetime,
+    incident_id: str | None = None,
+) -> ControlTuple:
+    """The owner approves the figures of the day's held candidate; returns them."""
+    check_owner(platform, partition, owner, approved_by, reason)
+    held = held_builds(platform, partition)
+    if not held:
+        raise RestatementError(f"no restatement of {partition} is held for approval")
+    controls = refused_controls(platform, held[0])
+    record_approval(platform, partition, controls, owner, approved_by, reason, at, incident_id)
     return controls
 
 

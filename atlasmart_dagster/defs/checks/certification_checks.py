@@ -4,7 +4,7 @@ Each certified product (``store/tables.py`` ``CERTIFIED_ASSETS``) has a served
 asset (``served_<product>``, ``defs/assets/served.py``) whose partitions are
 materialized exactly for the days consumers are served. Its non-blocking check
 ``certification_state`` says, day by day and with why, ``CERTIFIED vN``,
-``RESTATEMENT_PENDING``, ``RESTATEMENT_HELD``, ``DELAYED`` (and why),
+``RESTATEMENT_PENDING``, ``RESTATEMENT_HELD``, ``ANOMALY_HELD``, ``DELAYED`` (and why),
 ``WITHDRAWN`` or ``PENDING``, with the served version, when it was certified
 and its fingerprint (``product/serving.py`` ``partition_statuses``). Whenever a
 certification path has decided days it calls ``report_day_states``, which
@@ -31,7 +31,7 @@ from typing import Iterable, Sequence
 
 import dagster as dg
 
-from ...product.serving import HELD, AssetState, PartitionStatus, known_partitions, partition_statuses
+from ...product.serving import ANOMALY, HELD, AssetState, PartitionStatus, known_partitions, partition_statuses
 from ...store.ledger.partition_states import CERTIFICATION_REFUSED, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
@@ -46,14 +46,14 @@ DELAYED = "DELAYED"
 # Day states in which consumers are served a certified version.
 SERVED_STATES = (CERTIFIED, RESTATEMENT_PENDING, HELD)
 # Day states in which consumers are served nothing they should use.
-ERROR_STATES = (DELAYED, WITHDRAWN)
+ERROR_STATES = (DELAYED, WITHDRAWN, ANOMALY)
 
 CERTIFICATION_SPECS = [
     dg.AssetCheckSpec(
         CERTIFICATION_STATE,
         asset=served_asset(product),
         description=(
-            "What consumers are served for each day: CERTIFIED vN, RESTATEMENT_PENDING, RESTATEMENT_HELD, "
+            "What consumers are served for each day: CERTIFIED vN, RESTATEMENT_PENDING, RESTATEMENT_HELD, ANOMALY_HELD, "
             "DELAYED (and why), WITHDRAWN or PENDING. Reported per partition when certification decides a day; "
             "passes when the day is served certified. Never blocking."
         ),

@@ -8,6 +8,7 @@ Signals come from the ledger and the Dagster instance:
   the deadline passed, so the miss exists even though nothing was delivered);
 * a run for the certified chain failed (other than "source not ready");
 * a day is still blocked upstream ``SOURCE_LATE_GRACE`` minutes after its schedule;
+* a re-send the restatement guard held, or a day the anomaly guard held;
 * a consumer reported a problem (``atlasmart incident report``).
 
 Every signal has a stable key, so detection is idempotent: the sensor can run
@@ -26,6 +27,7 @@ import dagster as dg
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ...product.lanes import CURRENT, MANUAL, lane_of
 from ...product.pii import redact_for
+from ...product.anomaly import ANOMALY_HELD
 from ...product.restatements import RESTATEMENT_HELD
 from ...product.slo import SOURCE_LATE_GRACE, record_undelivered, scheduled_at
 from ...store.clock import format_ts
@@ -146,10 +148,37 @@ def _restatement_signals(platform: Platform) -> list[dict[str, Any]]:
     return signals
 
 
+def _anomaly_signals(platform: Platform) -> list[dict[str, Any]]:
+    """A day the anomaly guard held: its figures are far from its certified history."""
+    signals, seen = [], set()
+    for event in platform.ledger.partitions.events(states=(CERTIFICATION_REFUSED,), assets=CERTIFIED_ASSETS):
+        reason = next((r for r in event.detail.get("reasons", []) if r.startswith(ANOMALY_HELD)), None)
+        key = f"anomaly:{event.partition}:{event.run_id}"
+        if reason is None or key in seen:
+            continue
+        seen.add(key)
+        anomaly = event.detail.get("anomaly") or {}
+        breaches = anomaly.get("breaches", [])
+        signals.append({
+            "key": key,
+            "kind": "anomaly_held",
+            "partition": event.partition,
+            "run_id": event.run_id,
+            "observed": {b["measure"]: b["value"] for b in breaches},
+            "expected": {b["measure"]: (f"{b['low']}..{b['high']} (median {b['median']} of {b['history_days']} days)"
+                                        if not b["extreme"] else f"no extreme jump against every certified day (median "
+                                                                 f"{b['median']})") for b in breaches},
+            "summary": anomaly.get("summary"),
+            "consumer_figures": {"observed": anomaly.get("observed"), "usual": anomaly.get("usual")},
+            "detail": f"{event.partition}: {reason}",
+        })
+    return signals
+
+
 def collect_signals(platform: Platform, instance: dg.DagsterInstance | None = None) -> list[dict[str, Any]]:
     now = platform.clock.now()
     signals = (_check_signals(platform) + _slo_signals(platform) + _source_late_signals(platform, now)
-               + _restatement_signals(platform))
+               + _restatement_signals(platform) + _anomaly_signals(platform))
     if instance is not None:
         signals += _run_failure_signals(platform, instance)
     return signals
@@ -161,6 +190,7 @@ TITLES = {
     "source_late": lambda s: f"Source late: {s['partition']} not ready after its 08:00 schedule",
     "run_failed": lambda s: f"Run failed: {s['job']} for {s['partition']}",
     "restatement_held": lambda s: f"Restatement held: a re-send of {s['partition']} moves certified figures beyond tolerance",
+    "anomaly_held": lambda s: f"Anomaly held: {s.get('summary') or s['partition'] + ' is far from its history'}",
     "consumer_report": lambda s: f"Consumer report: {s['detail'][:80]}",
 }
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC, QUALITY_WITHIN_THRESHOLDS, SOURCE_CONTRACT_CONFORMS
+from ...product.anomaly import ANOMALY_HELD, anomaly_reasons
 from ...product.restatements import held_reason
 from ...product.slo import (
     AVAILABILITY,
@@ -141,6 +142,10 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
             held = held_reason(platform, partition)
             if held:
                 mechanisms[SOURCE].append(f"{partition}: a re-send of the source moves certified figures: {held}")
+            anomaly = anomaly_reasons(platform, [partition]).get(partition)
+            if anomaly and anomaly.startswith(ANOMALY_HELD):
+                mechanisms[SOURCE].append(f"{partition}: source anomaly: the day is far from its certified history "
+                                          f"although every rule accepts it: {anomaly}")
             if not batches:
                 mechanisms[SOURCE].append(f"{partition}: no batch of this day has arrived (counts absent); "
                                           f"{due[partition]['detail']}")
