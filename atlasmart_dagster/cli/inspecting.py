@@ -8,6 +8,7 @@ from ..domain.controls import ControlTuple
 from ..product.published_controls import controls_of, metric_revenue_of
 from ..product.serving import known_partitions, partition_statuses
 from ..store.tables import CERTIFIED_ASSETS, METRIC_GROSS_REVENUE, TABLES_BY_NAME
+from ..errors import UsageError
 from .context import CliContext, sales_date
 from .output import print_json, short, table
 
@@ -39,16 +40,51 @@ def cmd_status(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
+def _controls_at(platform, spec, partitions, snapshot_id=None) -> dict[str, ControlTuple]:
+    if spec == METRIC_GROSS_REVENUE:
+        revenue = metric_revenue_of(platform.warehouse, partitions, snapshot_id)
+        return {p: ControlTuple(revenue_usd=v) for p, v in revenue.items()}
+    return controls_of(platform.warehouse, spec, partitions, snapshot_id)
+
+
+def cmd_controls_version(args: argparse.Namespace, ctx: CliContext) -> int:
+    """One certified version of a day, re-read from the table at the snapshot it was certified at."""
+    platform = ctx.platform
+    if args.asset not in CERTIFIED_ASSETS or not args.partition:
+        raise UsageError("--version needs --partition and a certified product: " + ", ".join(CERTIFIED_ASSETS))
+    versions = platform.ledger.partitions.versions_map(args.asset, [args.partition]).get(args.partition, [])
+    found = next((v for v in versions if v.version == args.version), None)
+    if found is None:
+        known = ", ".join(str(v.version) for v in versions) or "none"
+        raise UsageError(f"{args.asset} {args.partition} has no certified version {args.version} (versions: {known})")
+    cert = found.certification
+    reread = _controls_at(platform, TABLES_BY_NAME[args.asset], [args.partition], cert.snapshot_id)[args.partition]
+    served = platform.ledger.partitions.served(args.asset, args.partition)
+    out = {
+        "asset": args.asset, "partition": args.partition, "version": found.version,
+        "certified_at": found.certified_at, "snapshot_id": cert.snapshot_id, "fingerprint": cert.fingerprint,
+        "certified": cert.controls.to_json() if cert.controls else None, "read_at_snapshot": reread.to_json(),
+        "served_now": served is not None and served.version == found.version,
+        "versions": [v.version for v in versions],
+    }
+    if ctx.as_json:
+        print_json(out)
+        return 0
+    state = "served now" if out["served_now"] else "no longer served"
+    print(f"{args.asset} {args.partition} version {found.version} of {len(versions)} ({state}), certified "
+          f"{found.certified_at} at snapshot {cert.snapshot_id}")
+    print(table(["figures", "controls"], [["certified", str(cert.controls)], ["read at its snapshot", str(reread)]]))
+    return 0
+
+
 def cmd_controls(args: argparse.Namespace, ctx: CliContext) -> int:
     """Control tuple of an asset per partition, as published now (and as certified, for certified assets)."""
+    if args.version is not None:
+        return cmd_controls_version(args, ctx)
     platform = ctx.platform
     spec = TABLES_BY_NAME[args.asset]
     partitions = [args.partition] if args.partition else known_partitions(platform)
-    if spec == METRIC_GROSS_REVENUE:
-        revenue = metric_revenue_of(platform.warehouse, partitions)
-        published = {p: ControlTuple(revenue_usd=v) for p, v in revenue.items()}
-    else:
-        published = controls_of(platform.warehouse, spec, partitions)
+    published = _controls_at(platform, spec, partitions)
     served = platform.ledger.partitions.served_map(args.asset)
     out = []
     for p in partitions:
@@ -86,4 +122,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("controls", help=cmd_controls.__doc__, description=cmd_controls.__doc__)
     p.add_argument("--asset", required=True, choices=CONTROL_ASSETS, help="one of " + ", ".join(CONTROL_ASSETS))
     p.add_argument("--partition", type=sales_date, help="one sales_date (YYYY-MM-DD); default: every known partition")
+    p.add_argument("--version", type=int, help="with --partition: that certified version of the day (1 = first), "
+                   "re-read at its certified snapshot")
     p.set_defaults(handler=cmd_controls)

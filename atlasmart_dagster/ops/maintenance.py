@@ -6,8 +6,9 @@ grows with the number of snapshots in a table's metadata (measured here:
 fast, but a snapshot may still be needed: consumers read served
 certifications by snapshot, the certification gate and ``verify`` re-read
 the fact, aggregate and metric versions a served certification was built
-on, and an open incident keeps the versions it withdrew as evidence. Those
-are protected, with the newest ``keep_last`` snapshots of every table;
+on, every version a day was ever certified at stays readable (a restated
+day's earlier figures: ``atlasmart controls --version``), and an open
+incident keeps the versions it withdrew as evidence. Those are protected, with the newest ``keep_last`` snapshots of every table;
 everything else is expired. Files referenced by no remaining snapshot (and
 older than an hour, so an in-flight write is never touched) can then be
 deleted.
@@ -37,6 +38,9 @@ def protected_snapshots(platform: Platform) -> dict[str, set[int]]:
         built.setdefault((event.asset, event.partition), []).append(event)
     served_builds = []
     for asset in CERTIFIED_ASSETS:
+        for versions in ledger.partitions.versions_map(asset).values():
+            protected[asset].update(v.certification.snapshot_id for v in versions
+                                    if v.certification.snapshot_id is not None)
         for partition, served in ledger.partitions.served_map(asset).items():
             cert = served.certification
             if cert.snapshot_id is not None:

@@ -8,7 +8,10 @@ its state says why: delayed, blocked upstream, withdrawn.
 Partition states, worst first:
 
 ``WITHDRAWN``            certification withdrawn; serving an older version if any
-``DELAYED``              due and not certified (e.g. the source is not ready)
+``DELAYED``              due and not certified (e.g. the source is not ready, or
+                         its owner rejected a held delivery)
+``ANOMALY_HELD``         never certified: the day is far from its history and
+                         waits for its data owner (nothing new is served)
 ``RESTATEMENT_HELD``     certified; a re-send beyond tolerance waits for its owner
 ``RESTATEMENT_PENDING``  certified, but newer source data is waiting to be rebuilt
 ``CERTIFIED``            every certified product of the day is served
@@ -36,10 +39,12 @@ from ..store.ledger.partition_states import (
 from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS, TABLES_BY_NAME
 from ..store.warehouse import duckdb_connection
+from .anomaly import ANOMALY_HELD, anomaly_reasons
 from .restatements import held_reasons
 from .slo import SloResult, due_at, latest_results
 
 HELD = "RESTATEMENT_HELD"
+ANOMALY = "ANOMALY_HELD"
 
 
 @dataclass
@@ -70,6 +75,21 @@ class PartitionStatus:
     detail: str
     assets: list[AssetState] = field(default_factory=list)
     slo: list[SloResult] = field(default_factory=list)
+    # Earlier certified versions of a restated day, oldest first: what consumers were given before.
+    previous: list[ServedVersion] = field(default_factory=list)
+
+    @property
+    def restated_from(self) -> str | None:
+        """``revenue 395.00 -> 320.00; paid lines 4 -> 3`` against the version served before this one."""
+        served = [a.served for a in self.assets if a.served]
+        if not self.previous or not served or served[0].certification.controls is None:
+            return None
+        before, now = self.previous[-1].certification.controls, served[0].certification.controls
+        if before is None:
+            return None
+        changes = [f"{name.replace('_usd', '').replace('_', ' ')} {d['expected']} -> {d['observed']}"
+                   for name, d in now.differences(before).items()]
+        return f"restated from version {self.previous[-1].version}: " + ("; ".join(changes) or "same figures")
 
     @property
     def slo_summary(self) -> str:
@@ -93,6 +113,13 @@ class PartitionStatus:
             "certified_version": self.certified_version,
             "assets": [a.to_json() for a in self.assets],
             "slo": [r.to_json() for r in self.slo],
+            "previous_versions": [
+                {"version": v.version, "certified_at": v.certified_at, "snapshot_id": v.certification.snapshot_id,
+                 "fingerprint": v.certification.fingerprint,
+                 "controls": v.certification.controls.to_json() if v.certification.controls else None}
+                for v in self.previous
+            ],
+            "restated_from": self.restated_from,
         }
 
 
@@ -114,17 +141,26 @@ def partition_statuses(platform: Platform, partitions: Sequence[str], now: datet
     now = now or platform.clock.now()
     served = {asset: platform.ledger.partitions.served_map(asset) for asset in CERTIFIED_ASSETS}
     held = held_reasons(platform, partitions)
+    anomalies = anomaly_reasons(platform, partitions)
+    # Versions of the governed metric: every certified product of a day carries the same controls.
+    metric_versions = platform.ledger.partitions.versions_map(CERTIFIED_ASSETS[0], partitions)
     statuses = []
     for partition in partitions:
         status = _state(platform, partition, now, {a: versions.get(partition) for a, versions in served.items()},
-                        held.get(partition))
+                        held.get(partition), anomalies.get(partition))
         status.slo = latest_results(platform.ledger, partition)
+        served_now = served[CERTIFIED_ASSETS[0]].get(partition)
+        if served_now is not None:
+            status.previous = [v for v in metric_versions.get(partition, []) if v.version < served_now.version]
+            if status.previous and status.state in (CERTIFIED, HELD, RESTATEMENT_PENDING):
+                status.detail += f"; {status.restated_from}"
         statuses.append(status)
     return statuses
 
 
 def _state(
-    platform: Platform, partition: str, now: datetime, served_now: dict[str, ServedVersion | None], held: str | None
+    platform: Platform, partition: str, now: datetime, served_now: dict[str, ServedVersion | None], held: str | None,
+    anomaly: str | None = None,
 ) -> PartitionStatus:
     assets = [_asset_state(platform, asset, partition, served_now[asset]) for asset in CERTIFIED_ASSETS]
     served = [a for a in assets if a.served]
@@ -144,8 +180,12 @@ def _state(
             )
         restated = " (restated)" if version > 1 else ""
         return PartitionStatus(partition, CERTIFIED, f"version {version}{restated}, certified {at}", assets)
+    if anomaly and anomaly.startswith(ANOMALY_HELD):
+        return PartitionStatus(partition, ANOMALY, f"nothing new is served; {anomaly}", assets)
     blocked = platform.ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BLOCKED_UPSTREAM,))
     due = due_at(partition)
+    if anomaly:  # rejected by its owner: waiting for a corrected delivery
+        return PartitionStatus(partition, "DELAYED", f"{anomaly}; waiting for a corrected delivery", assets)
     if blocked:
         problems = "; ".join(blocked[-1].detail.get("problems", []))
         return PartitionStatus(partition, "DELAYED", f"blocked upstream at {blocked[-1].recorded_at}: {problems}", assets)

@@ -52,7 +52,8 @@ VERDICT_IMPACT = {SOURCE: LATE, PERFORMANCE: LATE, PIPELINE: UNAVAILABLE, SEMANT
 # Days whose consumers keep reading a certified version.
 SERVED_STATES = (CERTIFIED, RESTATEMENT_PENDING, HELD)
 # The states a consumer can see per day (``atlasmart status``), in plain words.
-STATE_WORDS = {"PENDING": "NOT DUE YET", RESTATEMENT_PENDING: "BEING CORRECTED", HELD: "CORRECTION HELD"}
+STATE_WORDS = {"PENDING": "NOT DUE YET", RESTATEMENT_PENDING: "BEING CORRECTED", HELD: "CORRECTION HELD",
+               "ANOMALY_HELD": "HELD FOR THE DATA OWNER"}
 
 FIGURE_WORDS = {  # every control figure (domain/controls.py CONTROL_FIELDS), in words
     "paid_lines": ("paid order lines", ""),
@@ -186,6 +187,18 @@ def _restatement_held(signal: dict[str, Any]) -> dict[str, Any]:
                  *(figures or (None, None)))
 
 
+def _anomaly_held(signal: dict[str, Any]) -> dict[str, Any]:
+    # The guard's own consumer words ("2026-09-22 revenue is 95 times the usual for a Tuesday"),
+    # never its measure names or bands.
+    summary = signal.get("summary") or f"{signal.get('partition')} is far from its usual figures"
+    figures = signal.get("consumer_figures") or {}
+    return _item(signal.get("partition"), WRONG,
+                 f"{summary}: the figures the source system sent for the day are far from its usual ones, so "
+                 "they are held back until the data owner confirms or rejects them; nothing new is published "
+                 "for the day and every other day is unchanged",
+                 figures.get("observed"), figures.get("usual"))
+
+
 def _run_failed(signal: dict[str, Any]) -> dict[str, Any]:
     return _item(signal.get("partition"), UNAVAILABLE, "processing of the day failed")
 
@@ -196,6 +209,7 @@ ITEMS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "check_failed": _check_failed,
     "run_failed": _run_failed,
     "restatement_held": _restatement_held,
+    "anomaly_held": _anomaly_held,
     # a consumer report is the reporter's own words: it is evidence, not something to broadcast
 }
 
@@ -211,6 +225,9 @@ def _day_status(day: str, status) -> str:
     due = due_at(day)
     if status.state == CERTIFIED:
         version = status.certified_version
+        restated = status.restated_from
+        if restated:  # consumers who exported an earlier version see what changed
+            return f"available (version {version}, {restated.replace(' -> ', ' to ')})"
         return f"available (version {version}{', restated' if version and version > 1 else ''})"
     if status.state == WITHDRAWN:
         serving = [a for a in status.assets if a.served]
@@ -224,6 +241,8 @@ def _day_status(day: str, status) -> str:
                 "source system re-sent are held back until the data owner confirms them")
     if status.state == "PENDING":
         return f"not due yet: it is due by {_when(due)}"
+    if status.state == "ANOMALY_HELD":
+        return "held for the data owner: nothing is published for this day until they confirm or reject its figures"
     return f"not available yet: it was due by {_when(due)}"
 
 

@@ -203,6 +203,31 @@ class PartitionStates:
         """The newest certification of (asset, partition) that was not withdrawn."""
         return self.served_map(asset).get(partition)
 
+    def versions_map(self, asset: str, partitions: Iterable[str] | None = None) -> dict[str, list[ServedVersion]]:
+        """Every content version ever certified per partition of ``asset``, oldest first.
+
+        Each entry is the newest certification of that content (its snapshot
+        holds the rows), with the time consumers were first given it. A
+        restated day keeps its earlier versions here, withdrawn or not: a
+        consumer who exported version 1 can still read what it said.
+        """
+        certs: dict[str, list[PartitionEvent]] = {}
+        for event in self.events(asset=asset, states=(CERTIFIED,), partitions=partitions):
+            certs.setdefault(event.partition, []).append(event)
+        found: dict[str, list[ServedVersion]] = {}
+        for partition, history in certs.items():
+            versions: list[ServedVersion] = []
+            previous = None
+            for event in history:
+                if event.fingerprint != previous:
+                    versions.append(ServedVersion(event, version=len(versions) + 1, certified_at=event.recorded_at))
+                    previous = event.fingerprint
+                else:
+                    versions[-1] = ServedVersion(event, version=versions[-1].version,
+                                                 certified_at=versions[-1].certified_at)
+            found[partition] = versions
+        return found
+
     def served_map(self, asset: str) -> dict[str, ServedVersion]:
         """Served certification per partition of ``asset``."""
         served: dict[str, ServedVersion] = {}
