@@ -212,6 +212,24 @@ def _noticing_interrupts() -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# Options whose value is free text a person typed: redacted before any command stores it
+# (a reason may quote a customer's complaint). Names and addresses of staff are
+# given in --by/--actor/--owner, which are identities and stay as typed.
+FREE_TEXT_OPTIONS = ("reason", "text", "summary", "gap", "verification", "evidence", "description", "repair",
+                     "next_update")
+
+
+def _redact_free_text(args: argparse.Namespace, ctx: CliContext) -> None:
+    present = [name for name in FREE_TEXT_OPTIONS if isinstance(getattr(args, name, None), str) and getattr(args, name)]
+    if not present:
+        return
+    from ..product.pii import redact_for  # local: only commands that take free text need it (cold start)
+
+    clean = redact_for(ctx.platform)
+    for name in present:
+        setattr(args, name, clean(getattr(args, name)))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the one place where errors become a line on stderr and an exit code."""
     # Behave like a Unix tool when piped into head: exit quietly.
@@ -227,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with _noticing_interrupts() as interrupted:
         try:
+            _redact_free_text(args, ctx)
             return args.handler(args, ctx)
         except KeyboardInterrupt:
             if args.debug:
