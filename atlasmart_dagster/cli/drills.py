@@ -8,7 +8,7 @@ from pathlib import Path
 from .context import CliContext
 from .output import print_json
 
-DRILLS = ("failed-load", "source-late", "schema-drift", "semantic-bug", "dr")
+DRILLS = ("failed-load", "source-late", "schema-drift", "semantic-bug", "anomaly-hold", "dr")
 
 
 def cmd_drill(args: argparse.Namespace, ctx: CliContext) -> int:

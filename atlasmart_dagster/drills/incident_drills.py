@@ -1,4 +1,4 @@
-"""Incident drills: source lateness, schema drift, semantic bug, end to end on logical time.
+"""Incident drills: source lateness, schema drift, semantic bug, anomaly hold, end to end on logical time.
 
 Each drill starts from a fresh scratch home with certified history, breaks
 one thing the way it breaks in real life, and walks the whole incident
@@ -10,16 +10,21 @@ from raw, re-certification, resolution and a postmortem with owned actions.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
+from ..defs.checks.certification_checks import report_day_states
 from ..domain.controls import ControlTuple, format_money, total
 from ..ops.incidents.detection import detect
 from ..ops.incidents.incident_records import Incident
 from ..ops.incidents.workflow import IncidentWorkflow
 from ..ops.runs import run_golden_checks
+from ..product.anomaly import ANOMALY_HELD, reject_anomaly
+from ..product.batch_lifecycle import retired_batches
 from ..product.canonical_controls import canonical_controls
 from ..product.contract_approvals import approvals, approve
 from ..product.dashboards import EXECUTIVE_DASHBOARD, Dashboard, Tile, current, deploy, governed_values, tile_values
@@ -28,9 +33,16 @@ from ..product.published_controls import controls_of
 from ..product.serving import partition_status, read_certified
 from ..product.slo import due_at, latest_results
 from ..store.clock import RUN_FINISHED, RUN_STARTED, minutes_between, parse_ts
+from ..store.home import sample_dir
 from ..store.ledger.partition_states import CERTIFIED
 from ..store.platform import Platform
-from ..store.tables import FACT_SALES, MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES, STG_ORDER_LINES
+from ..store.tables import (
+    CERTIFIED_ASSETS,
+    FACT_SALES,
+    MART_EXECUTIVE_REVENUE,
+    MART_FINANCE_DAILY_SALES,
+    STG_ORDER_LINES,
+)
 from .faults import drift_rename_field
 from .harness import DrillWorld, hhmm, write_json
 
@@ -455,10 +467,230 @@ class SemanticBugDrill(IncidentDrill):
         return self.finish(incident_id, figures, acceptance)
 
 
+# ---------------------------------------------------------------------------
+# anomaly hold
+
+OWNER = "erp-operations"  # the source contract's owner: the only one who decides on held figures
+OWNER_PERSON = "erp data owner (drill)"
+MONEY_FIELDS = ("line_amount_usd", "line_cost_usd")
+CENTS = 100
+SAMPLE_CONTROLS = ControlTuple(1, 1, 1, 60, 35, 25)  # the bundled sample's 2026-09-21, as the ERP meant it
+
+
+def send_in_cents(day_dir: Path, manifest_path: Path) -> dict:
+    """Multiply every amount of the day's rows by 100; keep the manifest truthful (hash; rows, source_seq unchanged).
+
+    Imitates an ERP export that starts writing cents where the contract says
+    dollars: every value stays well typed and in range, only its history
+    gives the day away.
+    """
+    manifest = json.loads(manifest_path.read_text())
+    data_path = day_dir / manifest["data_file"]
+    rows = [json.loads(line) for line in data_path.read_text().splitlines() if line.strip()]
+    for row in rows:
+        for name in MONEY_FIELDS:
+            row[name] = format(Decimal(row[name]) * CENTS, ".2f")
+    data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
+    data_path.write_bytes(data)
+    manifest["data_sha256"] = hashlib.sha256(data).hexdigest()
+    manifest_path.write_text(json.dumps(manifest, indent=2))
+    return manifest
+
+
+def resend_sample(day_dir: Path, partition: str, batch_id: str, ready_at: str) -> dict:
+    """The ERP re-sends the day's correct rows (the bundled sample's) under a new batch id."""
+    original = sample_dir() / "landing" / f"sales_date={partition}"
+    manifest = json.loads((original / "_manifest.json").read_text())
+    shutil.copyfile(original / manifest["data_file"], day_dir / manifest["data_file"])
+    manifest |= {"batch_id": batch_id, "ready_at": ready_at}  # the hash covers the data file only
+    (day_dir / "_manifest.json").write_text(json.dumps(manifest, indent=2))
+    return manifest
+
+
+def served_versions(platform: Platform, days: list[str]) -> dict[str, dict[str, Any]]:
+    """Per certified product and day, the version and certification consumers are served (None: nothing)."""
+    out: dict[str, dict[str, Any]] = {}
+    for asset in CERTIFIED_ASSETS:
+        served = platform.ledger.partitions.served_map(asset)
+        out[asset] = {d: [served[d].version, served[d].certification.id] if d in served else None for d in days}
+    return out
+
+
+def served_rows(platform: Platform, partition: str) -> int:
+    """Rows consumers can read for ``partition`` across every certified product."""
+    return sum(read_certified(platform, asset, [partition]).num_rows for asset in CERTIFIED_ASSETS)
+
+
+class AnomalyHoldDrill(IncidentDrill):
+    name = "anomaly-hold"
+    corrected_batch = "ERP-20260921-02"
+    ACCEPTANCE = ("held_not_served", "other_days_unchanged", "incident_opened_with_figures", "classified_source_anomaly",
+                  "rejected_batch_retired_and_kept", "corrected_delivery_certified", "controls_total_reconciled",
+                  "resolved_with_postmortem")
+
+    def __init__(self, workdir: Path, ephemeral_instance: bool = False, log_level: str | None = "CRITICAL"):
+        super().__init__(workdir, ephemeral_instance, log_level)
+        self.states: list[list[str]] = []  # [step, state of DAY] as the drill goes
+
+    def day_state(self, step: str) -> str:
+        state = partition_status(self.world.platform, DAY).state
+        self.states.append([step, state])
+        return state
+
+    def stopped(self, why: str, measured: dict[str, bool]) -> dict[str, Any]:
+        """Evidence of a drill that cannot go on (the gate did not hold the day): every criterion not measured fails."""
+        w = self.world
+        summary = {
+            "drill": self.name,
+            "stopped": why,
+            "day_states": self.states,
+            "states_after": {d: partition_status(w.platform, d).state for d in ALL_DAYS},
+            "acceptance": {name: measured.get(name, False) for name in self.ACCEPTANCE},
+            "passed": False,
+        }
+        artifacts = self.workdir / "artifacts"
+        write_json(artifacts / "acceptance_summary.json", summary)
+        write_json(artifacts / "evidence" / "runs.json", w.runs)
+        write_json(artifacts / "evidence" / "signals.json", [s.to_json() for s in w.signals])
+        write_json(artifacts / "evidence" / "ledger.json", w.ledger_excerpt(ALL_DAYS))
+        lines = [f"Drill {self.name} stopped: {why}", "", "Timeline:"]
+        lines += [f"  {hhmm(s.at)}  {s.kind:<13} {s.message}" for s in w.signals]
+        summary["_text"] = "\n".join(lines)
+        return summary
+
+    def play(self) -> dict[str, Any]:
+        w = self.world
+        history = ALL_DAYS[:-1]
+        w.withhold_manifest(DAY)
+        self.certified_history(history)
+        served_before = served_versions(w.platform, history)
+        manifest = send_in_cents(w.day_dir(DAY), w.withheld / f"{DAY}.json")
+        w.signal("erp_change", f"the ERP export sent {DAY} in cents: every amount x100 (manifest truthful: "
+                               f"{manifest['expected_rows']} rows, source_seq {manifest['source_seq_low']}.."
+                               f"{manifest['source_seq_high']})")
+        w.at(at("08:04"))
+        self.day_state("before the delivery")
+        w.land_manifest(DAY)
+        w.signal("manifest_landed", f"{DAY} manifest landed, batch {manifest['batch_id']}, ready_at 08:04")
+        w.at(at("08:05"), phases={RUN_STARTED: at("08:05"), RUN_FINISHED: at("08:06")})
+        _, load = w.load_from_sensor("sensor-triggered load (cents batch)", DAY)
+        w.at(at("08:06"))
+        decisions = w.certify(load)
+        held_state = self.day_state("after the gate")
+        held_rows = served_rows(w.platform, DAY)
+        served_during_hold = served_versions(w.platform, history)
+        checks = w.platform.ledger.checks.results(run_id=load.run_id, partition=DAY)
+        breaches = next((d.anomaly["breaches"] for d in decisions if d.anomaly), [])
+        beyond = (f"{breaches[0]['described']} (+{len(breaches) - 1} more measures)" if breaches
+                  else "no measure beyond its history")
+        w.signal("gate", f"{sum(r['passed'] for r in checks)} of {len(checks)} checks passed; {DAY} {held_state}: "
+                         f"{beyond}; rows served for {DAY}: {held_rows}")
+        held_not_served = (load.success and held_state == "ANOMALY_HELD" and held_rows == 0 and bool(decisions)
+                           and all(not d.certified and d.reasons and all(r.startswith(ANOMALY_HELD) for r in d.reasons)
+                                   for d in decisions))
+        w.at(at("08:07"))
+        touched = self.detect()
+        if held_state != "ANOMALY_HELD" or len(touched) != 1:
+            return self.stopped(f"the gate left {DAY} {held_state} and detection opened {len(touched)} incident(s)",
+                                {"held_not_served": held_not_served,
+                                 "other_days_unchanged": served_before == served_during_hold})
+        (incident_id,) = touched
+        # Triage weighs source evidence, the anomaly hold included, only from the schedule + grace (08:10) on.
+        w.at(at("08:10"))
+        self.triage(incident_id)
+        containment = self.wf.contain(incident_id, ONCALL, partitions=[DAY])
+        self.day_state("after containment")
+        served_contained = served_versions(w.platform, history)
+        w.signal("contained", f"withdrew {len(containment['withdrawn'])} certifications ({DAY} was never certified); "
+                              f"certification of {DAY} held; consumers keep {history[0]}..{history[-1]}")
+        signal = next(s for s in self.wf.get(incident_id).signals if s["kind"] == "anomaly_held")
+        figures_words = signal["consumer_figures"]
+        self.notify(incident_id, stage="initial",
+                    summary=f"Sales for {DAY} are held back: the ERP's delivery shows {figures_words['observed']} "
+                            f"where {figures_words['usual']} is usual, and waits for its data owner. Nothing has been "
+                            f"published for {DAY}; certified figures up to {history[-1]} are unaffected.",
+                    repair="ERP operations confirms or rejects the held figures; a rejected day waits for a "
+                           "corrected delivery",
+                    next_update="when the data owner decides, or at 09:00 UTC", restated=False)
+        w.at(at("08:20"))
+        retired = reject_anomaly(w.platform, DAY, OWNER, OWNER_PERSON, "sent in cents: every amount x100",
+                                 w.clock.now(), incident_id)
+        report_day_states(w.instance, w.platform, [DAY])
+        self.wf.note(incident_id, OWNER_PERSON, f"held figures of {DAY} rejected (sent in cents); batches retired: "
+                                                f"{', '.join(retired)}")
+        rejected_state = self.day_state("after the owner's rejection")
+        in_raw_store = [b.batch_id for b in w.platform.raw_store.batches(DAY)]
+        w.signal("owner", f"{OWNER} rejected the held figures: retired {', '.join(retired)} (bytes kept in the raw "
+                          f"store); {DAY} is {rejected_state} until a corrected delivery loads")
+        w.at(at("08:45"))
+        corrected = resend_sample(w.day_dir(DAY), DAY, self.corrected_batch, at("08:45"))
+        w.signal("erp_resend", f"the ERP re-sent {DAY} in dollars as {corrected['batch_id']}, ready_at 08:45")
+        w.at(at("08:46"), phases={RUN_STARTED: at("08:46"), RUN_FINISHED: at("08:48")})
+        repair = self.wf.repair(incident_id, ONCALL, DAY, DAY, f"load the corrected delivery {corrected['batch_id']}",
+                                include_current=True)
+        w.record_run("corrected delivery (backfill lane)", repair)
+        self.day_state("after the repair run")
+        w.signal("repair", f"loaded {corrected['batch_id']} for {DAY} in the {repair.lane} lane; certification "
+                           "still held")
+        w.at(at("08:50"))
+        verification = self.wf.verify(incident_id, ONCALL)
+        final_state = self.day_state("after verification")
+        w.signal("verified", f"canonical controls of {DAY}: {verification['per_day'][DAY]['canonical']}; "
+                             f"{DAY} {final_state}")
+        self.detect()  # the availability miss of the held day joins the same incident
+        self.notify(incident_id, stage="resolved",
+                    summary=f"Sales for {DAY} are now available (certified {certified_at(w.platform, DAY)} UTC) from "
+                            "the ERP's corrected delivery. The wrong figures were never published.",
+                    repair=f"done: the data owner rejected the delivery sent in cents and the corrected batch "
+                           f"{corrected['batch_id']} was loaded and reconciled",
+                    next_update="no further updates for this incident", restated=False)
+        self.wf.resolve(incident_id, ONCALL, f"{DAY} held as an anomaly (sent in cents), rejected by {OWNER}, "
+                                             "corrected delivery certified")
+        self.postmortem(incident_id, "team:erp-operations", "2026-10-06",
+                        "the ERP export changed its money unit without any field of the delivery saying so",
+                        "the ERP export's release checklist compares a test day's totals with production "
+                        "before a release")
+        incident = self.wf.get(incident_id)
+        status = partition_status(w.platform, DAY)
+        served = w.platform.ledger.partitions.served(MART_FINANCE_DAILY_SALES.name, DAY)
+        triage = incident.latest("triage")["data"]
+        raw_kept = {b.batch_id: b.manifest.get("data_sha256") for b in w.platform.raw_store.batches(DAY)}
+        figures = {
+            "anomaly_signal": {k: signal[k] for k in ("observed", "expected", "summary", "consumer_figures")},
+            "day_states": self.states,
+            "gate_reasons": sorted({r for d in decisions for r in d.reasons}),
+            "rejected_batches": retired,
+            "raw_store_batches": sorted(raw_kept),
+            "corrected_batch": corrected["batch_id"],
+            "certified_controls": served.certification.controls.to_json() if served else None,
+            "signals": [s["kind"] for s in incident.signals],
+        }
+        acceptance = {
+            "held_not_served": held_not_served,
+            "other_days_unchanged": served_before == served_during_hold == served_contained
+            == served_versions(w.platform, history) and not containment["withdrawn"]
+            and all(v is not None for by_day in served_before.values() for v in by_day.values()),
+            "incident_opened_with_figures": incident.signals[0]["kind"] == "anomaly_held"
+            and signal["observed"].get("revenue_usd") == format(SAMPLE_CONTROLS.revenue_usd * CENTS, ".2f")
+            and "median" in signal["expected"].get("revenue_usd", ""),
+            "classified_source_anomaly": triage["verdict"] == "source failure"
+            and any("source anomaly" in e for e in triage["evidence"]["source failure"]),
+            "rejected_batch_retired_and_kept": retired == [manifest["batch_id"]] and rejected_state == "DELAYED"
+            and manifest["batch_id"] in retired_batches(w.platform.ledger, DAY)
+            and manifest["batch_id"] in in_raw_store and raw_kept.get(manifest["batch_id"]) == manifest["data_sha256"],
+            "corrected_delivery_certified": status.state == CERTIFIED and status.certified_version == 1
+            and served is not None and served.certification.controls == SAMPLE_CONTROLS,
+            "controls_total_reconciled": totals_reconcile(w.platform) and verification["passed"],
+            "resolved_with_postmortem": incident.status == "resolved" and len(incident.of_kind("postmortem_action")) == 1,
+        }
+        return self.finish(incident_id, figures, acceptance)
+
+
 DRILLS: dict[str, Callable[..., IncidentDrill]] = {
     "source-late": SourceLateDrill,
     "schema-drift": SchemaDriftDrill,
     "semantic-bug": SemanticBugDrill,
+    "anomaly-hold": AnomalyHoldDrill,
 }
 
 

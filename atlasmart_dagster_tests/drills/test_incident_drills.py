@@ -1,4 +1,4 @@
-"""The three incident drills: figures, verdicts, and a stable incident fingerprint."""
+"""The incident drills: figures, verdicts, and a stable incident fingerprint."""
 
 import json
 import re
@@ -6,6 +6,7 @@ import re
 import pytest
 
 from atlasmart_dagster.cli.main import main
+from atlasmart_dagster.drills.incident_drills import AnomalyHoldDrill
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -63,8 +64,43 @@ def test_semantic_bug(tmp_path, capsys):
     assert s["postmortem_actions"][0]["owner"] == "team:analytics-governance"
 
 
+def test_anomaly_hold(tmp_path, capsys):
+    code, out, s = drill(tmp_path, capsys, "anomaly-hold", "a")
+    assert code == 0 and s["passed"], s["acceptance"]
+    assert sorted(s["acceptance"]) == sorted(AnomalyHoldDrill.ACCEPTANCE)  # the criteria a stopped drill reports
+    # The cents day is held, never served, and certified only from the corrected delivery.
+    assert s["acceptance"]["held_not_served"]
+    assert s["day_states"] == [
+        ["before the delivery", "PENDING"],
+        ["after the gate", "ANOMALY_HELD"],
+        ["after containment", "ANOMALY_HELD"],
+        ["after the owner's rejection", "DELAYED"],
+        ["after the repair run", "DELAYED"],
+        ["after verification", "CERTIFIED"],
+    ]
+    (reason,) = s["gate_reasons"]
+    assert reason.startswith("anomaly held for the data owner's approval: revenue_usd 6000.00: an extreme jump")
+    assert s["anomaly_signal"]["observed"]["revenue_usd"] == "6000.00"
+    assert s["anomaly_signal"]["expected"]["revenue_usd"].endswith("(median 142.50)")
+    assert s["anomaly_signal"]["summary"] == ("2026-09-21 revenue is 42 times the usual for a Monday; "
+                                              "held for the data owner")
+    assert s["triage"]["verdict"] == "source failure"
+    assert any("source anomaly" in e for e in s["triage"]["evidence"]["source failure"])
+    assert s["rejected_batches"] == ["ERP-20260921-01"]
+    assert s["raw_store_batches"] == ["ERP-20260921-01", "ERP-20260921-02"]  # the rejected bytes are kept
+    assert s["certified_controls"] == {"paid_lines": 1, "orders": 1, "units": 1, "revenue_usd": "60.00",
+                                       "cost_usd": "35.00", "gross_profit_usd": "25.00"}
+    assert s["controls_total_after"] == "(10, 8, 12, 820, 495, 325)"
+    assert s["notices"][0]["impact"] == "wrong" and s["notices"][0]["current_state_per_day"] == {
+        "2026-09-21": "HELD FOR THE DATA OWNER"}
+    assert s["notices"][0]["figures_will_be_restated"] is False
+    assert s["signals"] == ["anomaly_held", "slo_missed"]  # the held day missed its deadline: same incident
+    assert "ANOMALY_HELD" in out and "Classification: source failure" in out
+    assert s["postmortem_actions"][0]["owner"] == "team:erp-operations"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["source-late", "schema-drift", "semantic-bug"])
+@pytest.mark.parametrize("name", ["source-late", "schema-drift", "semantic-bug", "anomaly-hold"])
 def test_incident_fingerprint_is_identical_across_two_runs(tmp_path, capsys, name):
     first = drill(tmp_path, capsys, name, "first")[2]
     second = drill(tmp_path, capsys, name, "second")[2]
