@@ -102,7 +102,7 @@ class Breach:
     def describe(self) -> str:
         """``revenue_usd 28500.00: 95x the median 300.00 of 5 certified days (band 200.00..450.00)``."""
         if self.extreme:
-            against = f"every one of the {self.history} day(s) certified so far"
+            against = "the one day certified so far" if self.history == 1 else f"all {self.history} days certified so far"
             return f"{self.measure} {self.figure(self.value)}: an extreme jump against {against} ({self._relation()})"
         band = f"band {self.figure(self.low) if self.low is not None else '-'}..{self.figure(self.high) if self.high is not None else '-'}"
         return (f"{self.measure} {self.figure(self.value)}: {self._relation()} of {self.history} certified days "
@@ -121,7 +121,7 @@ class Breach:
                 "extreme": self.extreme, "described": self.describe()}
 
     def consumer_words(self, day: str) -> str:
-        """``2026-09-22 revenue is 95x the usual for a Tuesday``: no internal names."""
+        """``2026-09-22 (Tuesday) revenue is 92 times the usual of recent certified days``: no internal names."""
         weekday = date.fromisoformat(day).strftime("%A")
         words = MEASURE_WORDS.get(self.measure, self.measure)
         factor = self.factor
@@ -133,7 +133,7 @@ class Breach:
             how = f"{self.figure(self.value)}, against a usual {self.figure(self.median)}"
         else:
             how = f"{self.figure(self.value)}, far from the usual {self.figure(self.median)}"
-        return f"{day} {words} is {how} for a {weekday}"
+        return f"{day} ({weekday}) {words} is {how} of recent certified days"
 
 
 @dataclass
@@ -232,32 +232,46 @@ def _breach(row: dict, band: AnomalyBand) -> Breach | None:
 
 
 def judge(platform: Platform, candidates: Mapping[str, dict]) -> dict[str, AnomalyVerdict]:
-    """Per candidate day (never certified before) its verdict against the certified history and the other candidates."""
+    """Per candidate day (never certified before) its verdict against the certified history and the other candidates.
+
+    Days whose contracts set different bands are judged in separate groups, each by its own band.
+    """
     if not candidates:
         return {}
     days = sorted(candidates)
-    bands = {day: contract_of_day(platform.ledger, day).anomaly for day in days}
-    history = _history_rows(platform, exclude=set(days))
+    contracts = {day: contract_of_day(platform.ledger, day) for day in days}
+    history = _as_table(_history_rows(platform, exclude=set(days)))
+    verdicts: dict[str, AnomalyVerdict] = {}
+    for version in sorted({c.version for c in contracts.values()}):
+        group = [d for d in days if contracts[d].version == version]
+        # The other candidates count as history too (a range backfill of a fresh home has no other).
+        others = [d for d in days if d not in group]
+        pool_rows = _as_table([{"day": d, **candidates[d]} for d in others])
+        verdicts.update(_judge_group(history, pool_rows, {d: candidates[d] for d in group},
+                                     contracts[group[0]].anomaly))
+    return verdicts
+
+
+def _judge_group(history: pa.Table, others: pa.Table, candidates: Mapping[str, dict],
+                 band: AnomalyBand) -> dict[str, AnomalyVerdict]:
+    days = sorted(candidates)
     held: set[str] = set()
     con = duckdb_connection()
     try:
-        con.register("history_rows", _as_table(history))
+        con.register("history_rows", pa.concat_tables([history, others]))
         con.register("cand_rows", _as_table([{"day": d, **candidates[d]} for d in days]))
-        # The widest window any candidate's contract asks for; each band filters to its own below.
-        window = max(b.window_days for b in bands.values())
         while True:
             kept = ", ".join(f"DATE '{d}'" for d in sorted(set(days) - held)) or "NULL"
             pool = (_UNPIVOT.format(source="history_rows") + " UNION ALL "
                     + _UNPIVOT.format(source=f"(SELECT * FROM cand_rows WHERE day IN ({kept}))"))
-            sql = _BANDS_SQL.format(cand=_UNPIVOT.format(source="cand_rows"), pool=pool, window=window,
-                                    lo=min(b.low_quantile for b in bands.values()),
-                                    hi=max(b.high_quantile for b in bands.values()))
+            sql = _BANDS_SQL.format(cand=_UNPIVOT.format(source="cand_rows"), pool=pool, window=band.window_days,
+                                    lo=band.low_quantile, hi=band.high_quantile)
             rows = con.sql(sql).to_arrow_table().to_pylist()
             verdicts: dict[str, AnomalyVerdict] = {d: AnomalyVerdict(d, 0, []) for d in days}
             for row in rows:
                 verdict = verdicts[row["day"]]
                 verdict.history = max(verdict.history, row["n"] or 0)
-                found = _breach(row, bands[row["day"]])
+                found = _breach(row, band)
                 if found is not None:
                     verdict.breaches.append(found)
             for verdict in verdicts.values():  # the control tuple's order: lines, orders, ..., then the shares
@@ -268,10 +282,10 @@ def judge(platform: Platform, candidates: Mapping[str, dict]) -> dict[str, Anoma
             held |= newly
     finally:
         con.close()
-    for day, verdict in verdicts.items():
-        if verdict.history < bands[day].min_history and not verdict.held:
+    for verdict in verdicts.values():
+        if verdict.history < band.min_history and not verdict.held:
             verdict.note = (f"too little certified history for an anomaly band ({verdict.history} of "
-                            f"{bands[day].min_history} days): certified without one")
+                            f"{band.min_history} days): certified without one")
     return verdicts
 
 
@@ -346,7 +360,10 @@ def reject_anomaly(platform: Platform, partition: str, owner: str, rejected_by: 
     if not held:
         raise RestatementError(f"no anomaly of {partition} is held for a decision")
     retired = retired_batches(platform.ledger, partition)
-    batches = [b["batch_id"] for b in platform.ledger.batches.list(partition) if b["batch_id"] not in retired]
+    # The batches the held build was made of: those admitted before it (a correction admitted since stays).
+    built_at = max(b.recorded_at for b in held)
+    batches = [b["batch_id"] for b in platform.ledger.batches.list(partition)
+               if b["batch_id"] not in retired and b["first_seen_at"] <= built_at]
     for batch_id in batches:
         decide(platform, batch_id, RETIRED, rejected_by, f"{ANOMALY_REJECTED} ({owner}): {reason}", at, incident_id)
     for build in held:

@@ -48,11 +48,12 @@ def test_permanent_failure_is_not_retried_and_keeps_the_certified_version(env):
     day = "2026-09-20"
     first = run_chain(env.defs, env.instance, env.platform, [day], lane="backfill")
     served = env.ledger.partitions.served("mart_finance_daily_sales", day)
-    patch = env.day_dir(day) / "_manifest.json"
-    patch.write_text(patch.read_text().replace('"expected_rows": 3', '"expected_rows": 7'))
-    # the raw store already holds this batch id; the landing copy now lies about it
+    # The raw evidence itself changed after admission (a replay reads only the raw store): permanent.
+    (stored,) = (env.home / "raw").glob(f"sales_date={day}/batch_id=*/order_lines.jsonl")
+    stored.write_bytes(stored.read_bytes().replace(b'"100.00"', b'"900.00"'))
     second = run_chain(env.defs, env.instance, env.platform, [day], lane="backfill")
     assert first.success and not second.success
+    assert "no longer hashes to its manifest" in " | ".join(second.failures)
     assert [e.event_type_value for e in second.result.all_events].count("STEP_UP_FOR_RETRY") == 0
     assert env.ledger.partitions.served("mart_finance_daily_sales", day) == served
 

@@ -82,7 +82,7 @@ def test_anomaly_hold(tmp_path, capsys):
     assert reason.startswith("anomaly held for the data owner's approval: revenue_usd 6000.00: an extreme jump")
     assert s["anomaly_signal"]["observed"]["revenue_usd"] == "6000.00"
     assert s["anomaly_signal"]["expected"]["revenue_usd"].endswith("(median 142.50)")
-    assert s["anomaly_signal"]["summary"] == ("2026-09-21 revenue is 42 times the usual for a Monday; "
+    assert s["anomaly_signal"]["summary"] == ("2026-09-21 (Monday) revenue is 42 times the usual of recent certified days; "
                                               "held for the data owner")
     assert s["triage"]["verdict"] == "source failure"
     assert any("source anomaly" in e for e in s["triage"]["evidence"]["source failure"])

@@ -111,7 +111,7 @@ def test_a_day_sent_in_cents_is_held_and_every_other_day_keeps_serving(sample):
     (incident_id,) = detect(sample.platform)
     incident = IncidentStore(sample.platform.ledger).get(incident_id)
     (held,) = [s for s in incident.signals if s["kind"] == "anomaly_held"]
-    assert re.fullmatch(r"2026-09-22 revenue is \d+ times the usual for a Tuesday; held for the data owner",
+    assert re.fullmatch(r"2026-09-22 \(Tuesday\) revenue is \d+ times the usual of recent certified days; held for the data owner",
                         held["summary"]), held["summary"]
     assert float(held["observed"]["revenue_usd"]) > 5000 and "median" in held["expected"]["revenue_usd"]
 
@@ -230,5 +230,5 @@ def test_the_notice_says_what_consumers_keep_in_their_words(sample):
     notice = build_notice(sample.platform, incident, stage="initial", summary="A day is being checked.",
                           repair="The data owner decides.", next_update="in one hour", restated=False)
     text = json.dumps(notice)
-    assert "times the usual for a Tuesday" in text and "held for the data owner" in text
+    assert "times the usual of recent certified days" in text and "held for the data owner" in text
     assert ANOMALY_HELD not in text and "ANOMALY_HELD" not in text and "revenue_usd" not in text

@@ -188,7 +188,7 @@ def _restatement_held(signal: dict[str, Any]) -> dict[str, Any]:
 
 
 def _anomaly_held(signal: dict[str, Any]) -> dict[str, Any]:
-    # The guard's own consumer words ("2026-09-22 revenue is 95 times the usual for a Tuesday"),
+    # The guard's own consumer words ("2026-09-22 (Tuesday) revenue is 92 times the usual of recent certified days"),
     # never its measure names or bands.
     summary = signal.get("summary") or f"{signal.get('partition')} is far from its usual figures"
     figures = signal.get("consumer_figures") or {}

@@ -142,10 +142,6 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
             held = held_reason(platform, partition)
             if held:
                 mechanisms[SOURCE].append(f"{partition}: a re-send of the source moves certified figures: {held}")
-            anomaly = anomaly_reasons(platform, [partition]).get(partition)
-            if anomaly and anomaly.startswith(ANOMALY_HELD):
-                mechanisms[SOURCE].append(f"{partition}: source anomaly: the day is far from its certified history "
-                                          f"although every rule accepts it: {anomaly}")
             if not batches:
                 mechanisms[SOURCE].append(f"{partition}: no batch of this day has arrived (counts absent); "
                                           f"{due[partition]['detail']}")
@@ -154,6 +150,12 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
         else:
             against[SOURCE].append(f"{partition}: the source is not expected before {format_ts(expected_from)} "
                                    f"(schedule + {SOURCE_LATE_GRACE.total_seconds() / 60:g} min): nothing is late yet")
+
+        # A held anomaly is evidence whenever it happened: the batch arrived and was judged.
+        anomaly = anomaly_reasons(platform, [partition]).get(partition)
+        if anomaly and anomaly.startswith(ANOMALY_HELD):
+            mechanisms[SOURCE].append(f"{partition}: source anomaly: the day is far from its certified history "
+                                      f"although every rule accepts it: {anomaly}")
 
         # 2. pipeline / schema, 3. semantic
         latest = _latest_checks(platform, partition)

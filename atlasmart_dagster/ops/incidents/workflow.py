@@ -35,6 +35,7 @@ from ...errors import UsageError
 from ...product.canonical_controls import verify_partitions
 from ...product.dashboards import DEFAULT_DASHBOARDS, current, governed_values, tile_values
 from ...product.pii import redact_for
+from ...product.anomaly import ANOMALY_HELD, anomaly_reasons
 from ...product.restatements import held_reason
 from ...product.run_certification import certify_and_deliver
 from ...product.serving import partition_status
@@ -596,6 +597,14 @@ def owner_decided_held_restatements(evidence: VerifyEvidence) -> list[str]:
     return missing
 
 
+def owner_decided_anomaly_holds(evidence: VerifyEvidence) -> list[str]:
+    """A day the anomaly guard holds needs its owner's decision before anything can be verified as right."""
+    held = anomaly_reasons(evidence.platform, evidence.incident.partitions)
+    return [f"{day}: {reason}; the data owner must approve the figures (atlasmart anomaly approve) or reject them "
+            "(atlasmart anomaly reject, then load a corrected delivery)"
+            for day, reason in sorted(held.items()) if reason.startswith(ANOMALY_HELD)]
+
+
 # Every condition must return nothing for the verification to pass.
 VERIFY_CONDITIONS: tuple[Callable[[VerifyEvidence], list[str]], ...] = (
     repair_run_succeeded,
@@ -603,4 +612,5 @@ VERIFY_CONDITIONS: tuple[Callable[[VerifyEvidence], list[str]], ...] = (
     controls_match_raw,
     dashboards_match_governed,
     owner_decided_held_restatements,
+    owner_decided_anomaly_holds,
 )

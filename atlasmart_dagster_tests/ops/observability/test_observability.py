@@ -75,7 +75,7 @@ def test_one_json_log_line_per_partition_and_step(env):
 @pytest.mark.slow
 def test_no_drill_artifact_or_log_contains_pii(tmp_path, capsys):
     home = tmp_path / "home"
-    for drill in ("failed-load", "source-late", "schema-drift", "semantic-bug", "dr"):
+    for drill in ("failed-load", "source-late", "schema-drift", "semantic-bug", "anomaly-hold", "dr"):
         assert main(["--home", str(home), "drill", drill, "--workdir", str(tmp_path / drill)]) == 0, drill
     capsys.readouterr()
     scanned = 0
