@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import replace
 
 from ..ops.access.access_log import access_log
 from ..ops.access.gateway import (
     DEFAULT_MEMORY,
     DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
     MEMORY_ENV,
     TIMEOUT_ENV,
     Gateway,
@@ -23,11 +23,7 @@ from .output import print_json, table
 
 def cmd_query(args: argparse.Namespace, ctx: CliContext) -> int:
     """Run one SELECT as a role or principal, seeing only what the access policy grants it."""
-    try:
-        flags = {"timeout_s": args.timeout, "memory": args.memory}
-        limits = replace(QueryLimits.from_env(os.environ), **{k: v for k, v in flags.items() if v is not None})
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
+    limits = QueryLimits.from_settings(os.environ, timeout_s=args.timeout, memory=args.memory)  # UsageError: exit 2
     try:
         result = Gateway(ctx.platform, limits).query(args.who, args.sql)
     except (AccessDenied, QueryError) as exc:
@@ -71,9 +67,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("query", help=cmd_query.__doc__, description=cmd_query.__doc__)
     p.add_argument("--as", dest="who", required=True, help="role (bi_reader, finance_analyst, ...) or principal name")
     p.add_argument("--timeout", type=float, metavar="SECONDS",
-                   help=f"stop the query after this long (default ${TIMEOUT_ENV} or {DEFAULT_TIMEOUT_S:g})")
+                   help=f"stop the query after this long, up to {MAX_TIMEOUT_S:g} (default ${TIMEOUT_ENV} or "
+                        f"{DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--memory", metavar="SIZE",
-                   help=f"memory the query may use, e.g. 512MB (default ${MEMORY_ENV} or {DEFAULT_MEMORY})")
+                   help=f"memory the query may use, e.g. 512MB or 2GiB: its engine, values and result are held to it "
+                        f"(default ${MEMORY_ENV} or {DEFAULT_MEMORY})")
     p.add_argument("sql", help="one SELECT statement")
     p.set_defaults(handler=cmd_query)
     p = sub.add_parser("access", help=cmd_access.__doc__, description=cmd_access.__doc__)

@@ -12,9 +12,14 @@ could get around: it is simply not there. Relation names resolve as in any
 DuckDB session: case-insensitively, bare or qualified (``main.x``,
 ``memory.main.x``).
 
-A query runs under a time limit (a timer interrupts the engine) and a memory
-limit (the engine's own, and the size of the result handed back); see
-``QueryLimits``.
+A query runs under a time limit and a memory limit (``QueryLimits``) that hold
+for every query shape: the engine runs in a child process forked for the
+query, limited by the operating system to the memory limit plus a measured
+headroom and killed at the time limit, in addition to DuckDB's own
+``memory_limit``; the result handed back counts against the memory limit too
+(see ``engine_process``). The parent loads the granted relations and the
+child registers exactly those, so the child sees what the role may see and
+nothing else.
 
 Every attempt is logged in the ledger with principal, role, decision and a
 hash of the statement (statements can hold PII literals, so the text itself
@@ -26,20 +31,20 @@ the principal may not see.
 
 from __future__ import annotations
 
-import math
 import os
 import re
-import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import duckdb
 import pyarrow as pa
 
+from ...errors import UsageError
 from ...product.serving import read_certified, read_certified_through
 from ...store.platform import Platform
 from ...store.tables import TABLES_BY_NAME
 from .access_log import log_decision
+from .engine_process import EngineFailed, EngineOverMemory, EngineTimedOut, run_in_child
 from .policy import CERTIFIED, ROLES, AccessDenied, Principal, principal_for
 
 GATEWAY_CONFIG = {
@@ -51,12 +56,16 @@ GATEWAY_CONFIG = {
 }
 
 DEFAULT_TIMEOUT_S = 30.0
+MAX_TIMEOUT_S = 24 * 3600.0  # a consumer query that needs more is a job, not a query
 DEFAULT_MEMORY = "1GB"
 TIMEOUT_ENV = "ATLASMART_QUERY_TIMEOUT_S"
 MEMORY_ENV = "ATLASMART_QUERY_MEMORY"
 _MEMORY_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                  "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # as DuckDB reads them
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)
+TIMEOUT_FORMS = f"a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, such as 30 or 2.5"
+MEMORY_FORMS = ("a size such as 512MB, 1GB or 2GiB (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), "
+                "at most the machine's memory")
 RESULT_BATCH_ROWS = 65_536
 
 
@@ -76,40 +85,66 @@ class QueryError(Exception):
 
 @dataclass(frozen=True)
 class QueryLimits:
-    """The time and memory one gateway query may use."""
+    """The time and memory one gateway query may use; a value out of range is a ``UsageError``."""
 
     timeout_s: float = DEFAULT_TIMEOUT_S
     memory: str = DEFAULT_MEMORY  # as DuckDB writes sizes: 512MB, 1GB, 2GiB
 
     def __post_init__(self):
-        if not 0 < self.timeout_s < math.inf:
-            raise ValueError(f"the query time limit must be a positive number of seconds, not {self.timeout_s!r}")
-        _size_in_bytes(self.memory)
+        _check_timeout(self.timeout_s, "the query time limit")
+        _size_in_bytes(self.memory, "the query memory limit")
 
     @property
     def memory_bytes(self) -> int:
-        return _size_in_bytes(self.memory)
+        return _size_in_bytes(self.memory, "the query memory limit")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> "QueryLimits":
         """Limits from ``ATLASMART_QUERY_TIMEOUT_S`` and ``ATLASMART_QUERY_MEMORY``, else the defaults."""
-        timeout = environ.get(TIMEOUT_ENV, "").strip()
-        memory = environ.get(MEMORY_ENV, "").strip()
-        try:
-            limits = cls(timeout_s=float(timeout) if timeout else DEFAULT_TIMEOUT_S)
-        except ValueError:
-            raise ValueError(f"{TIMEOUT_ENV} must be a positive number of seconds, not {timeout!r}") from None
-        try:
-            return replace(limits, memory=memory or DEFAULT_MEMORY)
-        except ValueError:
-            raise ValueError(f"{MEMORY_ENV} must be a size such as 512MB or 1GB, not {memory!r}") from None
+        return cls.from_settings(environ)
+
+    @classmethod
+    def from_settings(cls, environ: Mapping[str, str], timeout_s: float | None = None,
+                      memory: str | None = None) -> "QueryLimits":
+        """The command line's ``--timeout``/``--memory`` where given, else the environment's, else the defaults.
+
+        A bad value is a ``UsageError`` naming where it came from and the forms accepted.
+        """
+        if timeout_s is None:
+            text = environ.get(TIMEOUT_ENV, "").strip()
+            try:
+                timeout_s = float(text) if text else DEFAULT_TIMEOUT_S
+            except ValueError:
+                raise UsageError(f"{TIMEOUT_ENV} must be {TIMEOUT_FORMS}, not {text!r}") from None
+            _check_timeout(timeout_s, TIMEOUT_ENV, text)
+        else:
+            _check_timeout(timeout_s, "--timeout")
+        if memory is None:
+            memory = environ.get(MEMORY_ENV, "").strip() or DEFAULT_MEMORY
+            _size_in_bytes(memory, MEMORY_ENV)
+        else:
+            _size_in_bytes(memory, "--memory")
+        return cls(timeout_s=timeout_s, memory=memory)
 
 
-def _size_in_bytes(size: str) -> int:
-    match = _MEMORY.match(size)
+def _check_timeout(seconds: float, source: str, text: str | None = None) -> None:
+    if not (isinstance(seconds, (int, float)) and 0 < seconds <= MAX_TIMEOUT_S):  # also refuses nan and inf
+        raise UsageError(f"{source} must be {TIMEOUT_FORMS}, not {seconds if text is None else text!r}")
+
+
+def _size_in_bytes(size: str, source: str) -> int:
+    match = _MEMORY.match(size) if isinstance(size, str) else None
     if not match or match[2].lower() not in _MEMORY_UNITS or float(match[1]) <= 0:
-        raise ValueError(f"the query memory limit must be a size such as 512MB or 1GB, not {size!r}")
-    return int(float(match[1]) * _MEMORY_UNITS[match[2].lower()])
+        raise UsageError(f"{source} must be {MEMORY_FORMS}, not {size!r}")
+    size_bytes = int(float(match[1]) * _MEMORY_UNITS[match[2].lower()])
+    if size_bytes > _machine_memory():
+        raise UsageError(f"{source} {size!r} is more than this machine's memory ({_machine_memory() / 1e9:.1f}GB): "
+                         f"it must be {MEMORY_FORMS}")
+    return size_bytes
+
+
+def _machine_memory() -> int:
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass
@@ -129,16 +164,20 @@ class Gateway:
             table = self.platform.warehouse.read(spec)
         return table.select(list(grant.columns)) if grant.columns else table
 
-    def connection(self, principal: Principal, relations: set[str] | None = None) -> duckdb.DuckDBPyConnection:
-        """An isolated engine holding the granted relations (only ``relations`` of them, if given)."""
+    def _granted(self, principal: Principal, relations: set[str] | None) -> dict[str, pa.Table]:
+        """The relations the principal's role is granted (only ``relations`` of them, if given), as it may see them."""
+        return {relation: self._load(grant) for relation, grant in ROLES[principal.role].readable.items()
+                if relations is None or relation in relations}
+
+    def _engine(self, tables: dict[str, pa.Table]) -> duckdb.DuckDBPyConnection:
+        """An isolated engine holding exactly ``tables``, its configuration locked (built in the query's process)."""
         con = duckdb.connect(":memory:", config={**GATEWAY_CONFIG, "memory_limit": f"{self.limits.memory_bytes}B"})
         con.execute("SET TimeZone = 'UTC'")
-        for relation, grant in ROLES[principal.role].readable.items():
-            if relations is None or relation in relations:
-                con.register(relation, self._load(grant))
-                # Registered data lives in the temp catalog; a view in the session's own
-                # database lets memory.main.<name> resolve too, as in any DuckDB session.
-                con.execute(f'CREATE VIEW memory.main."{relation}" AS SELECT * FROM temp.main."{relation}"')
+        for relation, table in tables.items():
+            con.register(relation, table)
+            # Registered data lives in the temp catalog; a view in the session's own
+            # database lets memory.main.<name> resolve too, as in any DuckDB session.
+            con.execute(f'CREATE VIEW memory.main."{relation}" AS SELECT * FROM temp.main."{relation}"')
         con.execute("SET lock_configuration = true")
         return con
 
@@ -184,18 +223,26 @@ class Gateway:
         finally:
             parser.close()
         try:
-            con = self.connection(principal, referenced)
+            tables = self._granted(principal, referenced)
         except Exception as exc:
             # e.g. a certified file is missing: the exception names warehouse paths
             raise QueryError("the data for this query could not be read; the failure is logged for the platform team",
                              f"storage error ({type(exc).__name__})") from None
         try:
-            return self._execute(con, sql)
-        except duckdb.InterruptException:
+            return run_in_child(lambda: self._engine(tables), sql, memory_bytes=self.limits.memory_bytes,
+                                timeout_s=self.limits.timeout_s, batch_rows=RESULT_BATCH_ROWS)
+        except EngineTimedOut:
             raise QueryError(f"the query exceeded the time limit of {self.limits.timeout_s:g} s and was stopped",
                              "time limit exceeded") from None
-        except duckdb.OutOfMemoryException:
+        except EngineOverMemory:
             raise self._over_memory() from None
+        except EngineFailed as exc:
+            if exc.signal:
+                raise QueryError(f"the query stopped the engine ({exc.signal}), most likely at the memory limit of "
+                                 f"{self.limits.memory}; it is logged for the platform team",
+                                 f"engine crashed ({exc.signal})") from None
+            raise QueryError("the query failed with an internal error; it is logged for the platform team",
+                             f"internal error ({exc})") from None
         except duckdb.CatalogException:
             raise AccessDenied(f"the query uses a relation or function that role {role} is not granted") from None
         except duckdb.PermissionException:
@@ -213,27 +260,6 @@ class Gateway:
             # Errors in the query or the values it computes (bad cast, date, overflow): the
             # engine holds only granted, in-memory data, so DuckDB's text names nothing else.
             raise QueryError(_first_line(exc), f"query error ({type(exc).__name__})") from None
-        finally:
-            con.close()
-
-    def _execute(self, con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
-        """Run ``sql`` on ``con`` within the time limit; the result may not outgrow the memory limit."""
-        timer = threading.Timer(self.limits.timeout_s, con.interrupt)
-        timer.daemon = True
-        timer.start()
-        try:
-            # Read in batches: the Arrow result lives outside DuckDB's memory limit.
-            reader = con.sql(sql).to_arrow_reader(RESULT_BATCH_ROWS)
-            batches, size = [], 0
-            for batch in reader:
-                size += batch.nbytes
-                if size > self.limits.memory_bytes:
-                    raise self._over_memory()
-                batches.append(batch)
-            return pa.Table.from_batches(batches, schema=reader.schema)
-        finally:
-            timer.cancel()
-            timer.join()  # never interrupt (or touch) the connection after it is closed
 
     def _over_memory(self) -> QueryError:
         return QueryError(f"the query exceeded the memory limit of {self.limits.memory} and was stopped",

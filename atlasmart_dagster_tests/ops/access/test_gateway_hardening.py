@@ -6,6 +6,7 @@ import time
 import pytest
 
 from atlasmart_dagster.cli.main import main
+from atlasmart_dagster.errors import UsageError
 from atlasmart_dagster.ops.access.access_log import access_log
 from atlasmart_dagster.ops.access.gateway import Gateway, QueryError, QueryLimits
 from atlasmart_dagster.ops.access.policy import CERTIFIED, ROLES, AccessDenied, Grant, Role, validate_policy
@@ -184,23 +185,22 @@ def test_limits_come_from_the_environment_with_sane_defaults():
     assert QueryLimits(memory="1.5GiB").memory_bytes == int(1.5 * 2**30)
     for env in ({"ATLASMART_QUERY_TIMEOUT_S": "soon"}, {"ATLASMART_QUERY_TIMEOUT_S": "0"},
                 {"ATLASMART_QUERY_MEMORY": "lots"}, {"ATLASMART_QUERY_MEMORY": "-1GB"}):
-        with pytest.raises(ValueError, match=next(iter(env))):
+        with pytest.raises(UsageError, match=next(iter(env))):
             QueryLimits.from_env(env)
 
 
-def test_cli_limits_from_flags_and_environment(world, monkeypatch):
+def test_cli_limits_from_flags_and_environment(world, monkeypatch, capsys):
     argv = ["--home", str(world.home), "--landing", str(world.landing), "query", "--as", "bi_reader"]
     with pytest.raises(SystemExit) as info:
         main([*argv, "--timeout", "0.5", NEVER_ENDS])
     assert info.value.code == "error: the query exceeded the time limit of 0.5 s and was stopped"
-    with pytest.raises(SystemExit) as info:
-        main([*argv, "--timeout", "0", "SELECT 1"])
-    assert info.value.code.startswith("error: the query time limit must be a positive number")
+    assert main([*argv, "--timeout", "0", "SELECT 1"]) == 2  # a setting error is a usage error
+    assert capsys.readouterr().err.startswith("atlasmart: error: --timeout must be a number of seconds above 0")
     monkeypatch.setenv("ATLASMART_QUERY_MEMORY", "64MB")
     with pytest.raises(SystemExit) as info:
         main([*argv, "SELECT list(i) AS l FROM range(50000000) t(i)"])
     assert "memory limit of 64MB" in info.value.code
     monkeypatch.setenv("ATLASMART_QUERY_MEMORY", "plenty")
-    with pytest.raises(SystemExit) as info:
-        main([*argv, "SELECT 1"])
-    assert info.value.code.startswith("error: ATLASMART_QUERY_MEMORY") and "\n" not in info.value.code
+    assert main([*argv, "SELECT 1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("atlasmart: error: ATLASMART_QUERY_MEMORY") and err.count("\n") == 1
