@@ -8,7 +8,7 @@ import time
 from ..defs.automation.jobs import DAILY_CHAIN
 from ..defs.checks.certification_checks import report_day_states
 from ..errors import AtlasmartError, UsageError
-from ..ops.backfills import BackfillRequest, run_backfill, submit_to_daemon
+from ..ops.backfills import BackfillRequest, earlier_submission, run_backfill, submit_to_daemon
 from ..product.run_certification import certify_run
 from ..store.dagster_instance import resolve_run_id
 from .context import CliContext, sales_date
@@ -55,9 +55,16 @@ def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
     problems = request.validate(ctx.platform)
     if problems:
         raise UsageError("backfill refused: " + "; ".join(problems))
+    # The same days and assets submitted before and not finished (its command stopped waiting):
+    # that backfill is waited for (or returned), never queued a second time.
+    earlier = earlier_submission(ctx.instance, ctx.platform, request)
+    if earlier and not ctx.as_json:
+        print(f"Dagster backfill {earlier} of the same days and assets, submitted earlier, is not finished: "
+              "using it instead of submitting another", flush=True)
     if args.via_daemon:
         backfill_id = submit_to_daemon(ctx.defs, ctx.instance, ctx.platform, request)
-        result = {"submitted": True, "dagster_backfill_id": backfill_id, "partitions": request.partitions}
+        result = {"submitted": True, "dagster_backfill_id": backfill_id, "partitions": request.partitions,
+                  "earlier_submission": earlier}
         if ctx.as_json:
             print_json(result)
         else:
@@ -78,7 +85,8 @@ def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
     )
     elapsed = round(time.monotonic() - started, 2)
     if ctx.as_json:
-        print_json({**outcome.to_json(), "request_id": outcome.request_id, "elapsed_seconds": elapsed})
+        print_json({**outcome.to_json(), "request_id": outcome.request_id, "elapsed_seconds": elapsed,
+                    "earlier_submission": earlier})
     else:
         verdict = "succeeded" if outcome.success else "FAILED: " + "; ".join(outcome.failures)
         print(f"run {outcome.run_id} {verdict} in {elapsed} s")

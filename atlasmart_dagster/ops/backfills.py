@@ -10,7 +10,10 @@ unless named explicitly.
 
 Two ways to execute: in-process now (default; holds the backfill lane lock),
 or submitted to the Dagster daemon as an asset backfill, where the run queue's
-lane limits apply.
+lane limits apply. In a team deployment the default also goes through the
+daemon and waits for it; if the daemon stops while the backfill still needs
+it, the request is recorded SUBMITTED with the Dagster backfill it is left
+in, and the same request again waits for that backfill (``earlier_submission``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from ..errors import LaneViolation
 from ..product.lanes import BACKFILL, INCLUDE_CURRENT_TAG, LANE_TAG, current_partition
 from ..store.locks import lane_lock
 from ..store.platform import Platform
-from .dagster_backfill_adapter import queue_asset_backfill
+from .dagster_backfill_adapter import asset_submission, queue_asset_backfill, unfinished_asset_backfill
+from .run_queue import DaemonStopped
 from .runs import RunOutcome, run_chain
 
 OPERATOR_TAG = "atlasmart/operator"
@@ -117,18 +121,32 @@ def run_backfill(
     # deployment the run goes through the instance's queue, whose tag limits
     # are the one lane mechanism for every submitter.
     queued = platform.home.team and not instance.is_ephemeral
-    with nullcontext() if queued else lane_lock(platform.home, BACKFILL, wait_seconds):
-        outcome = run_chain(
-            defs,
-            instance,
-            platform,
-            request.partitions,
-            lane=BACKFILL,
-            tags=request.tags(request_id),
-            asset_selection=request.asset_keys,
-            log_level=log_level,
-            progress=progress,
+    try:
+        with nullcontext() if queued else lane_lock(platform.home, BACKFILL, wait_seconds):
+            outcome = run_chain(
+                defs,
+                instance,
+                platform,
+                request.partitions,
+                lane=BACKFILL,
+                tags=request.tags(request_id),
+                asset_selection=request.asset_keys,
+                log_level=log_level,
+                progress=progress,
+            )
+    except DaemonStopped as stopped:
+        # The work stays in the instance (queued, or a backfill the daemon has not finished):
+        # the ledger says where, and the same request again waits for it.
+        ledger.backfills.record(
+            request_id,
+            "SUBMITTED",
+            recorded,
+            platform.clock.now(),
+            run_id=stopped.run_ids[-1] if stopped.run_ids else None,
+            dagster_backfill_id=stopped.backfill_id,
+            detail={"daemon_stopped": str(stopped), "run_ids": stopped.run_ids},
         )
+        raise
     ledger.backfills.record(
         request_id,
         "FINISHED",
@@ -140,6 +158,18 @@ def run_backfill(
     )
     outcome.request_id = request_id
     return outcome
+
+
+def earlier_submission(instance: dg.DagsterInstance, platform: Platform, request: BackfillRequest) -> str | None:
+    """The Dagster backfill of the same work that an earlier request left unfinished, if any.
+
+    ``run_backfill`` (team deployment) and ``submit_to_daemon`` wait for it or
+    return it instead of submitting the work a second time.
+    """
+    if not platform.home.team or instance.is_ephemeral:
+        return None
+    earlier = unfinished_asset_backfill(instance, asset_submission(request.partitions, request.asset_keys, BACKFILL))
+    return earlier.backfill_id if earlier is not None else None
 
 
 def _admit(platform: Platform, request: BackfillRequest) -> str:
