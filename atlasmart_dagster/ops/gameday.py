@@ -4,7 +4,9 @@ Operators rehearse an incident without the daemon and without importing
 private functions: set or advance the home's logical clock
 (``atlasmart clock``), then ``atlasmart tick``. A tick fires the daily
 schedule for every 08:00 UTC passed since the previous tick (the first tick
-looks back one day), asks the landing manifest sensor for its requests,
+looks back one day; a morning whose day is not a partition is skipped with
+its reason, and a tick recorded at a later logical time than now, because the
+clock was set back, does not count), asks the landing manifest sensor for its requests,
 executes each run in its lane, certifies it (as ``certification_sensor``
 would), marks runs whose process died failed, and lets incident detection
 look at the evidence. Every tick is recorded in the ledger, so ticks are
@@ -14,15 +16,16 @@ idempotent at one logical time.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, time
 
 import dagster as dg
 
 from ..defs.automation.schedules import scheduled_load
 from ..defs.automation.sensors import plan_manifest_runs
+from ..defs.partitions import FIRST_SALES_DATE, daily_partitions
 from ..product.lanes import LANE_TAG
 from ..product.slo import SCHEDULE_HOUR  # the hour of daily_sales_schedule's cron (UTC)
-from ..store.clock import format_ts, parse_ts
+from ..store.clock import UTC, format_ts, parse_ts
 from ..store.ledger.engine import LedgerTable, dumps
 from ..store.platform import Platform
 from .incidents.detection import detect
@@ -53,17 +56,68 @@ class TickReport:
         return self.__dict__
 
 
-def schedule_times(previous: datetime | None, now: datetime) -> list[datetime]:
-    """The 08:00 UTC ticks in (previous, now]; without a previous tick, the one of the last 24 hours."""
-    start = previous if previous is not None else now - timedelta(days=1)
-    first = start.replace(hour=SCHEDULE_HOUR, minute=0, second=0, microsecond=0)
-    if first <= start:
-        first += timedelta(days=1)
-    times = []
-    while first <= now:
-        times.append(first)
-        first += timedelta(days=1)
-    return times
+def accepted_clock_range(system_now: datetime) -> tuple[datetime, datetime]:
+    """The logical times ``atlasmart clock`` accepts: from the start of the first partition to the system clock's now.
+
+    Dagster's partitions are the days that have ended by the system clock, so a
+    logical time later than that could only skip every morning.
+    """
+    return parse_ts(f"{FIRST_SALES_DATE}T00:00:00Z"), system_now.replace(microsecond=0)
+
+
+@dataclass(frozen=True)
+class Mornings:
+    """The schedule's 08:00 UTC ticks in (previous, now]: those whose day is a partition, and why others are not run."""
+
+    in_range: list[datetime]
+    skipped: list[str]
+
+
+def schedule_times(previous: datetime | None, now: datetime) -> Mornings:
+    """The 08:00 UTC ticks in (previous, now] (without a previous tick, the one of the last 24 hours).
+
+    A morning loads the day before it; mornings whose day is not a partition
+    (before the first, or not ended yet by the system clock) are skipped, each
+    run of them with one reason, so a clock once set outside the partitions
+    never fails a tick and the tick after it runs the mornings in range. Dates
+    are counted as ordinals, so a clock near the end of the calendar never
+    overflows.
+    """
+    if previous is None:
+        start = now.date().toordinal() - 1, now.time()
+    else:
+        start = previous.date().toordinal(), previous.time()
+    morning = time(SCHEDULE_HOUR)
+    first = max(1, start[0] + (1 if start[1] >= morning else 0))  # the first 08:00 strictly after ``start``
+    last = now.date().toordinal() - (0 if now.time() >= morning else 1)  # the last 08:00 at or before now
+    low = date.fromisoformat(FIRST_SALES_DATE).toordinal() + 1  # the morning of the day after the first partition
+    newest = daily_partitions.get_last_partition_key()  # by the system clock
+    high = date.fromisoformat(newest).toordinal() + 1 if newest else low - 1
+    skipped = []
+    if first <= min(last, low - 1):
+        skipped.append(_skipped_mornings(first, min(last, low - 1),
+                                         f"they load days before the first partition {FIRST_SALES_DATE}"))
+    if max(first, high + 1) <= last:
+        skipped.append(_skipped_mornings(max(first, high + 1), last,
+                                         f"their days are not partitions yet (the newest is {newest}, by the system clock)"))
+    in_range = [datetime.combine(date.fromordinal(d), morning, UTC) for d in range(max(first, low), min(last, high) + 1)]
+    return Mornings(in_range, skipped)
+
+
+def _skipped_mornings(first: int, last: int, why: str) -> str:
+    def text(ordinal: int) -> str:
+        return f"{date.fromordinal(ordinal).isoformat()}T{SCHEDULE_HOUR:02d}:00:00Z"
+
+    count = last - first + 1
+    span = text(first) if count == 1 else f"{count} mornings from {text(first)} to {text(last)}"
+    return f"schedule {span}: skipped, {why}"
+
+
+def previous_tick(platform: Platform, now: datetime) -> datetime | None:
+    """The latest tick at or before ``now``: ticks recorded at a later logical time (the clock was set back) do not count."""
+    times = [parse_ts(t["at"]) for t in platform.ledger.engine.select(AUTOMATION_TICKS)]
+    earlier = [t for t in times if t <= now]
+    return max(earlier) if earlier else None
 
 
 def _run(defs, instance, platform, request: dg.RunRequest, log_level) -> RunOutcome:
@@ -76,11 +130,12 @@ def tick(defs: dg.Definitions, instance: dg.DagsterInstance, platform: Platform,
     """One evaluation of the automation at the platform clock's now (see module docstring)."""
     now = platform.clock.now()
     report = TickReport(at=format_ts(now))
-    ticks = platform.ledger.engine.select(AUTOMATION_TICKS)
-    previous = parse_ts(ticks[-1]["at"]) if ticks else None
+    previous = previous_tick(platform, now)
     report.reaped_runs = reap_dead_runs(instance)
     outcomes: list[RunOutcome] = []
-    for when in schedule_times(previous, now):
+    mornings = schedule_times(previous, now)
+    report.skipped += mornings.skipped
+    for when in mornings.in_range:
         request = scheduled_load(platform, when)
         if isinstance(request, dg.SkipReason):  # the day's batch was loaded already
             report.skipped.append(f"schedule {format_ts(when)}: {request.skip_message}")

@@ -15,6 +15,7 @@ drill says "this load took seven minutes" without taking seven minutes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -45,6 +46,32 @@ def format_ts(value: datetime) -> str:
     value = value.astimezone(UTC)
     text = value.isoformat(timespec="microseconds" if value.microsecond else "seconds")
     return text.replace("+00:00", "Z")
+
+
+class OutsideClockRange(ValueError):
+    """A logical time outside the range its caller accepts (nothing was changed)."""
+
+    def __init__(self, value: datetime, earliest: datetime, latest: datetime):
+        self.value, self.earliest, self.latest = value, earliest, latest
+        super().__init__(
+            f"logical time {format_ts(value)} is outside the accepted range {format_ts(earliest)} to {format_ts(latest)}"
+        )
+
+
+def advanced(start: datetime, minutes: float) -> datetime:
+    """``start`` moved by ``minutes``; ValueError for a non-finite number or a time off the calendar."""
+    if not math.isfinite(minutes):
+        raise ValueError(f"cannot move logical time by {minutes!r} minutes: not a finite number")
+    try:
+        return start + timedelta(minutes=minutes)
+    except OverflowError:
+        raise ValueError(f"moving logical time by {minutes:g} minutes leaves the calendar (years 1 to 9999)") from None
+
+
+def _within(value: datetime, bounds: tuple[datetime, datetime] | None) -> datetime:
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        raise OutsideClockRange(value, *bounds)
+    return value
 
 
 class Clock(Protocol):
@@ -86,18 +113,29 @@ class LogicalClock:
             return parse_ts(state["phases"][phase])
         return parse_ts(state["now"])
 
-    def set(self, now: str | datetime, phases: Mapping[str, str | datetime] | None = None) -> None:
-        """Move logical time to ``now`` and replace the scripted phases."""
+    def set(
+        self,
+        now: str | datetime,
+        phases: Mapping[str, str | datetime] | None = None,
+        within: tuple[datetime, datetime] | None = None,
+    ) -> None:
+        """Move logical time to ``now`` and replace the scripted phases.
+
+        ``within`` (earliest, latest) refuses a time outside it with
+        ``OutsideClockRange``, before anything is written.
+        """
         self._write(
             {
-                "now": format_ts(parse_ts(now)),
+                "now": format_ts(_within(parse_ts(now), within)),
                 "phases": {k: format_ts(parse_ts(v)) for k, v in (phases or {}).items()},
             }
         )
 
-    def advance(self, minutes: float) -> datetime:
+    def advance(self, minutes: float, within: tuple[datetime, datetime] | None = None) -> datetime:
+        """Move logical time by ``minutes`` (scripted phases kept); ValueError, and nothing written, for a
+        non-finite number, a time off the calendar or (``OutsideClockRange``) outside ``within``."""
         state = self._read()
-        moved = parse_ts(state["now"]) + timedelta(minutes=minutes)
+        moved = _within(advanced(parse_ts(state["now"]), minutes), within)
         state["now"] = format_ts(moved)
         self._write(state)
         return moved
