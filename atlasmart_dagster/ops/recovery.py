@@ -476,6 +476,25 @@ def _unreadable_day(platform: Platform, day: str, exc: BaseException) -> dict[st
     return _finding("layers", kind, asset, day, f"{day}: {asset or 'reconciliation'} {reason}")
 
 
+def _never_built(platform: Platform, days: list[str]) -> list[dict[str, Any]]:
+    """Days loaded to raw that no later layer was ever built for, and that no later layer holds rows of.
+
+    A batch refused at the contract gate (or a run stopped before staging)
+    publishes nothing after raw: there is nothing to reconcile, so such a day
+    is reported as not built rather than as a mismatch. A day any later layer
+    was built for, or holds rows of, is reconciled as usual.
+    """
+    built = {e.partition for e in platform.ledger.partitions.events(states=(BUILT,), partitions=days)
+             if e.asset != RAW_ORDER_LINES.name}
+    candidates = [d for d in days if d not in built]
+    if not candidates:
+        return []
+    held = [platform.warehouse.partition_row_counts(spec, candidates) for spec in LAYER_TABLES if spec != RAW_ORDER_LINES]
+    return [_finding("layers", "not_built", None, day, f"{day}: loaded to raw but never built (refused before "
+                     "staging, e.g. at the contract gate): nothing after raw to reconcile")
+            for day in candidates if not any(counts[day] for counts in held)]
+
+
 def verify(platform: Platform) -> dict[str, Any]:
     """Recompute and compare everything the ledger vouches for; report, never crash, per partition.
 
@@ -487,7 +506,9 @@ def verify(platform: Platform) -> dict[str, Any]:
     still served certified versions, but the day needs a re-run). Kinds say
     what was found: ``missing_file``, ``snapshot_missing``, ``overflow``,
     ``unreadable``, ``fingerprint``, ``controls``, ``mismatch``,
-    ``raw_missing``, ``raw_changed``. ``certified_ok`` is what consumers
+    ``raw_missing``, ``raw_changed``. A day loaded to raw but never built
+    after it (refused at the contract gate) is listed in ``not_built``, not
+    in the findings. ``certified_ok`` is what consumers
     rely on; ``ok`` means everything agrees. ``problems`` and ``by_kind``
     (per scope) hold the same messages.
     """
@@ -511,7 +532,8 @@ def verify(platform: Platform) -> dict[str, Any]:
                                      f"raw batch {batch['batch_id']} no longer hashes to its manifest's data_sha256"))
     days = sorted({b["partition"] for b in batches})
     checked["days"] = len(days)
-    findings += _check_layers(platform, days)
+    not_built = _never_built(platform, days)
+    findings += _check_layers(platform, [d for d in days if d not in {n["partition"] for n in not_built}])
     by_kind = {scope: [f["message"] for f in findings if f["scope"] == scope] for scope in ("certified", "raw", "layers")}
     return {
         "ok": not findings,
@@ -520,6 +542,7 @@ def verify(platform: Platform) -> dict[str, Any]:
         "problems": [f["message"] for f in findings],
         "by_kind": by_kind,
         "checked": checked,
+        "not_built": not_built,  # days with nothing after raw to check: reported, never a failure
     }
 
 
