@@ -60,7 +60,7 @@ from ..store.landing import (
     structure_problems,
 )
 from ..store.platform import Platform
-from ..store.raw_store import MANIFEST_NAME, StagedBatch, StoredBatch, sha256_file
+from ..store.raw_store import MANIFEST_NAME, NotARegularFile, StagedBatch, StoredBatch, sha256_file
 from ..store.tables import RAW_ORDER_LINES
 from ..store.warehouse import duckdb_connection
 from .batch_lifecycle import SeqRange, describe_regression, overlapping_batches, retired_batches
@@ -193,8 +193,11 @@ def _precheck(platform: Platform, partition: str, now: datetime, contract_for: C
                 "is accepted: waiting for a new delivery"
             ])
         folder = landing.folder(partition)
-        if not folder.is_dir():
+        if not os.path.lexists(folder):
             problem = f"no landing folder {folder.name}/ and no manifest (the batch has not arrived)"
+        elif os.path.lexists(landing.manifest_path(partition)) or not folder.is_dir() or folder.is_symlink():
+            # a link, a pipe, a device, or a folder that is one: never followed or read
+            problem = f"{landing.file_problem(partition, MANIFEST_NAME)}: nothing is read through it"
         else:
             present = sorted(p.name for p in folder.iterdir())
             problem = (
@@ -225,8 +228,13 @@ def _precheck(platform: Platform, partition: str, now: datetime, contract_for: C
                 f"schema_version {manifest.schema_version!r} is unknown (known: {', '.join(sorted(CONTRACTS))})"
             )
     data_path = landing.folder(partition) / manifest.data_file
-    if not data_path.is_file():
+    refused = landing.file_problem(partition, manifest.data_file)
+    if not os.path.lexists(data_path):
         problems.append(f"data file {manifest.data_file} named by the manifest is missing")
+    elif refused is not None:
+        # A data file is admitted only as a regular file inside the day's folder: a link (to a file
+        # outside the landing zone, or anywhere), a named pipe or a device is never followed or read.
+        problems.append(f"data file {refused}: nothing was admitted")
     if problems:
         raise SourceNotReady(partition, problems)
     return _Plan(partition, stored, landed=_Landed(partition, manifest, manifest_bytes, data_path, contract))
@@ -275,7 +283,11 @@ def _check_file(
     """
     partition, manifest, contract = landed.partition, landed.manifest, landed.contract
     problems: list[str] = []
-    staged = platform.raw_store.stage(partition, manifest.batch_id, landed.data_path, landed.manifest_bytes)
+    try:
+        staged = platform.raw_store.stage(partition, manifest.batch_id, landed.data_path, landed.manifest_bytes)
+    except NotARegularFile as exc:  # replaced by a link or a pipe after the manifest checks
+        raise SourceNotReady(partition, [f"data file {exc}, not a regular file inside the landing folder: "
+                                         "nothing was admitted"]) from None
     try:
         if staged.data_sha256 != manifest.data_sha256:
             raise SourceNotReady(

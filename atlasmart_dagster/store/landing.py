@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import stat
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
@@ -21,7 +23,7 @@ import pyarrow as pa
 
 from ..domain.contracts import SourceContract, typed_projection_sql
 from .clock import parse_ts
-from .raw_store import MANIFEST_NAME, is_safe_batch_id
+from .raw_store import MANIFEST_NAME, NotARegularFile, is_safe_batch_id, read_regular_file
 
 SOURCE_SYSTEM = "atlasmart_erp"
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -91,14 +93,32 @@ def _control_totals(value: Any) -> tuple[dict[str, Decimal] | None, list[str]]:
 _STR_FIELDS = ("source_system", "partition", "batch_id", "schema_version", "ready_at", "data_file", "data_sha256")
 
 
+def _json_with_repeats(raw: bytes) -> tuple[Any, list[str]]:
+    """The JSON value of ``raw`` and the keys an object in it repeats (JSON leaves which one counts open)."""
+    repeated: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in items:
+            if key in seen and key not in repeated:
+                repeated.append(key)
+            seen[key] = value
+        return seen
+
+    return json.loads(raw, object_pairs_hook=pairs), repeated
+
+
 def parse_manifest(raw: bytes, partition: str) -> tuple[Manifest | None, list[str]]:
     """Parse manifest bytes; return the manifest or the list of what is wrong."""
     try:
-        data = json.loads(raw)
+        data, repeated = _json_with_repeats(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return None, [f"manifest is not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})"]
     if not isinstance(data, dict):
         return None, ["manifest is not a JSON object"]
+    if repeated:
+        # As for a data file's lines: a key given twice leaves which value counts ambiguous.
+        return None, [f"manifest repeats the key {', '.join(repeated)} (which value would count is ambiguous)"]
     problems = []
     for name in _STR_FIELDS:
         if not isinstance(data.get(name), str) or not data.get(name):
@@ -155,9 +175,11 @@ def named_batch_id(raw: bytes) -> str | None:
     replay, whatever else the landing copy of its manifest now says.
     """
     try:
-        data = json.loads(raw)
+        data, repeated = _json_with_repeats(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
+    if "batch_id" in repeated:
+        return None  # which batch it names is ambiguous
     batch_id = data.get("batch_id") if isinstance(data, dict) else None
     return batch_id if isinstance(batch_id, str) and is_safe_batch_id(batch_id) else None
 
@@ -190,8 +212,49 @@ class LandingZone:
         return sorted(days)
 
     def read_manifest_bytes(self, partition: str) -> bytes | None:
-        path = self.manifest_path(partition)
-        return path.read_bytes() if path.is_file() else None
+        """The manifest's bytes; None unless it is a regular file inside the day's folder (see ``file_problem``)."""
+        if self.file_problem(partition, MANIFEST_NAME) is not None:
+            return None
+        try:
+            return read_regular_file(self.manifest_path(partition))
+        except (OSError, NotARegularFile):
+            return None
+
+    def file_problem(self, partition: str, name: str) -> str | None:
+        """Why the day's file ``name`` may not be read, or None: it must be a regular file in a day folder of
+        this landing zone, never a symbolic link, a named pipe, a device or a folder, nor reached through one."""
+        folder = self.folder(partition)
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            return f"no landing folder {folder.name}/"
+        except OSError as exc:
+            return f"the landing folder {folder.name}/ cannot be read ({exc.strerror})"
+        if not stat.S_ISDIR(mode):
+            return f"the landing folder {folder.name}/ is {_describe(folder, mode)}, not a folder of the landing zone"
+        path = folder / name
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return f"{name} is missing"
+        except OSError as exc:
+            return f"{name} cannot be read ({exc.strerror})"
+        if not stat.S_ISREG(mode):
+            return f"{name} is {_describe(path, mode)}, not a regular file inside the landing folder"
+        return None
+
+
+def _describe(path: Path, mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        try:
+            return f"a symbolic link (to {os.readlink(path)})"
+        except OSError:
+            return "a symbolic link"
+    for test, text in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return text
+    return "not a regular file"
 
 
 # --------------------------------------------------------------------------

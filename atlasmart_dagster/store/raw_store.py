@@ -21,6 +21,7 @@ read are still the bytes admitted.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -40,6 +41,33 @@ _CHUNK = 1 << 20
 
 def is_safe_batch_id(batch_id: str) -> bool:
     return bool(_SAFE_ID.match(batch_id or "")) and ".." not in batch_id
+
+
+class NotARegularFile(ValueError):
+    """A landed file that turned out not to be a regular file when it was opened."""
+
+
+def open_regular_file(path: Path) -> int:
+    """A read-only descriptor of ``path``, which must be a regular file reached without a symbolic link.
+
+    ``O_NOFOLLOW`` and ``O_NONBLOCK`` make a link or a named pipe swapped in
+    after a check fail here instead of being followed or blocking the reader.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotARegularFile(f"{path.name} is a symbolic link") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotARegularFile(f"{path.name} is not a regular file")
+    return fd
+
+
+def read_regular_file(path: Path) -> bytes:
+    with os.fdopen(open_regular_file(path), "rb") as handle:
+        return handle.read()
 
 
 def sha256_file(path: Path) -> str:
@@ -98,7 +126,12 @@ class RawStore:
         return self.root / f"sales_date={partition}" / f"batch_id={batch_id}"
 
     def stage(self, partition: str, batch_id: str, data_path: Path, manifest_bytes: bytes) -> StagedBatch:
-        """Copy the landing file into a temporary folder, hashing while copying."""
+        """Copy the landing file into a temporary folder, hashing while copying.
+
+        The file is opened without following a symbolic link and must be a
+        regular file (``NotARegularFile`` otherwise, nothing staged): what a
+        check saw is what is copied, even if the landing zone changes between.
+        """
         if not is_safe_batch_id(batch_id):
             raise ValueError(f"unsafe batch id {batch_id!r}")
         staging = self.root / ".staging"
@@ -106,7 +139,12 @@ class RawStore:
         folder = Path(tempfile.mkdtemp(dir=staging, prefix=f"{batch_id}-"))
         target = folder / data_path.name
         digest = hashlib.sha256()
-        with open(data_path, "rb") as src, open(target, "wb") as dst:
+        try:
+            source = os.fdopen(open_regular_file(data_path), "rb")
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        with source as src, open(target, "wb") as dst:
             while chunk := src.read(_CHUNK):
                 digest.update(chunk)
                 dst.write(chunk)

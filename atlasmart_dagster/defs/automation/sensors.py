@@ -4,6 +4,7 @@ Certification after runs is ``certification_sensor.py``; the incident sensor
 lives with the incident workflow (``ops/incidents/incident_sensor.py``).
 """
 
+import os
 from datetime import date, timedelta
 
 import dagster as dg
@@ -12,6 +13,7 @@ from ...product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
 from ...store.landing import parse_manifest
 from ...store.ledger.partition_states import RESTATEMENT_PENDING
 from ...store.platform import Platform
+from ...store.raw_store import MANIFEST_NAME
 from ...store.tables import CERTIFIED_ASSETS
 from ..checks.certification_checks import report_day_states
 from ..partitions import FIRST_SALES_DATE
@@ -34,7 +36,10 @@ def plan_manifest_runs(platform: Platform) -> tuple[list[dg.RunRequest], list[st
             continue
         raw = platform.landing.read_manifest_bytes(partition)
         if raw is None:
-            skipped.append(f"{partition}: manifest not landed yet")
+            if os.path.lexists(platform.landing.manifest_path(partition)):  # a link, a pipe: never read
+                skipped.append(f"{partition}: manifest unusable ({platform.landing.file_problem(partition, MANIFEST_NAME)})")
+            else:
+                skipped.append(f"{partition}: manifest not landed yet")
             continue
         manifest, problems = parse_manifest(raw, partition)
         if manifest is None:
