@@ -91,6 +91,46 @@ class StoreUnreadable(PermanentError):
     kind = "store_unreadable"
 
 
+class StoreRefused(PermanentError):
+    """A store of the home cannot be trusted: it is missing, or it belongs to another home.
+
+    Every store (ledger, catalog, raw store, table files) is checked against
+    the others before anything reads or writes it; a lost store is never
+    answered as empty nor re-created. The message names the store and says to
+    restore it (``atlasmart restore BACKUP``).
+    """
+
+    kind = "store_refused"
+
+
+class StoreMissing(StoreRefused):
+    """A store the other stores say exists is gone (a lost ``catalog.db``, ``ledger.db`` or raw store)."""
+
+    kind = "store_missing"
+
+
+class StoreForeign(StoreRefused):
+    """A store carries another home's identity, or names another home's files (it was replaced)."""
+
+    kind = "store_foreign"
+
+
+class SnapshotMissing(StoreMissing):
+    """A version (snapshot) of a table that the ledger names is not in the table: never read as an empty table."""
+
+    kind = "snapshot_missing"
+
+
+class EnvironmentFault(PermanentError):
+    """The machine refused a store's file: a read-only home, a full disk, a file with the wrong permissions.
+
+    The message names the file and the remedy; retrying without a person
+    fixing the machine cannot help.
+    """
+
+    kind = "environment"
+
+
 _TRANSIENT_SQLITE_MARKERS = ("database is locked", "database is busy", "disk i/o error")
 
 

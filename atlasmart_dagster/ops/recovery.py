@@ -19,7 +19,11 @@ home is evidence, never deleted) and the staged folder renamed into its
 place. A failure before that swap (a corrupt backup, a full disk, a read-only
 file system) removes the staging folder and leaves the home untouched. What
 is not the product's data (the Dagster instance, the clock, artifacts, locks)
-stays with the home. **Verify** recomputes the controls and fingerprints of
+stays with the home. The ledger and the catalog both record the home's id
+(``store/platform.py`` refuses a store that is missing or another home's),
+and they are backed up and restored together: a restore is how a lost
+``catalog.db``, ``ledger.db`` or raw store comes back, with one identity.
+**Verify** recomputes the controls and fingerprints of
 every certified partition and compares them with the ledger, checks the raw
 evidence against its hashes, and checks that every layer reconciles with
 controls recomputed from raw; a file it cannot read or a sum that overflows
@@ -73,7 +77,10 @@ from .maintenance import CHAIN_PINS
 BACKUP_FORMAT = 1
 MANIFEST_KEYS = ("backup_id", "home", "ledger_sha256", "catalog_sha256", "files")
 # What a backup holds of a home; everything else in it stays with the home across a restore.
-DATA_ENTRIES = ("catalog.db", "ledger.db", "ledger.db-wal", "ledger.db-shm", "warehouse", "raw")
+# SQLite's side files go aside with their database: a journal or WAL left beside a restored
+# file would be applied to it.
+DATA_ENTRIES = ("catalog.db", "catalog.db-journal", "ledger.db", "ledger.db-journal", "ledger.db-wal",
+                "ledger.db-shm", "warehouse", "raw")
 # Tables a partition can be rolled back: the certified ones, and the builds a
 # certification pins (maintenance keeps exactly those snapshots, so the
 # version to roll back to is still there).
@@ -173,6 +180,8 @@ def backup(platform: Platform, destination: Path, label: str | None = None) -> d
 
 def _write_backup(platform: Platform, backup_id: str, staging: Path) -> dict[str, Any]:
     home = platform.home
+    with platform.ledger.engine.connect():
+        pass  # the stores are checked (and an empty home's created, with its id) before they are copied
     _sqlite_backup(home.ledger_db, staging / "ledger.db")
     _sqlite_backup(home.catalog_db, staging / "catalog.db")
     files: list[dict[str, Any]] = []
@@ -196,6 +205,8 @@ def _write_backup(platform: Platform, backup_id: str, staging: Path) -> dict[str
         "backup_id": backup_id,
         "created_at": format_ts(platform.clock.now()),
         "home": str(home.root),
+        # The id the backed-up ledger and catalog both record: a restore brings them back together.
+        "home_id": platform.identity.home_id,
         "tables": tables,
         "ledger_sha256": sha256_file(staging / "ledger.db"),
         "catalog_sha256": sha256_file(staging / "catalog.db"),
@@ -312,8 +323,8 @@ def restore(backup_dir: Path, home: AtlasmartHome, at: datetime) -> dict[str, An
         if not moved and not left:
             aside.rmdir()  # the home held none of the product's data: nothing to keep as evidence
             aside = None
-    return {"backup_id": backup_id, "restored_files": len(manifest["files"]), "moved_aside": moved,
-            "aside": str(aside) if aside else None, "carried_over": carried, "left_aside": left}
+    return {"backup_id": backup_id, "home_id": manifest.get("home_id"), "restored_files": len(manifest["files"]),
+            "moved_aside": moved, "aside": str(aside) if aside else None, "carried_over": carried, "left_aside": left}
 
 
 def _stage(backup_dir: Path, manifest: dict[str, Any], home: AtlasmartHome, staging: Path) -> None:

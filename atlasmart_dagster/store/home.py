@@ -25,9 +25,11 @@ per machine: the clock, the Dagster home, artifacts and (unused) lock files.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import UsageError
 
@@ -132,21 +134,107 @@ class AtlasmartHome:
     def locks_dir(self) -> Path:
         return self.root / "locks"
 
+    @property
+    def ledger_where(self) -> str:
+        """Where the ledger is, as a message says it after "the ledger": its file, or the team database's schema."""
+        return str(self.ledger_db) if self.database_url is None else (
+            f"in the team database {redacted_url(self.database_url)} (schema atlasmart_ledger)")
+
+    @property
+    def catalog_where(self) -> str:
+        """Where the Iceberg catalog is, as a message says it after "the catalog": its file, or the team database."""
+        return str(self.catalog_db) if self.database_url is None else (
+            f"in the team database {redacted_url(self.database_url)}")
+
+    @property
+    def restore_hint(self) -> str:
+        """What to do about a lost or replaced store of this home."""
+        if self.database_url is None:
+            return f"restore the home {self.root} from a backup (atlasmart restore BACKUP)"
+        return (f"restore the team database and the shared folder {self.shared_root} together from their backups "
+                f"(pg_restore or point-in-time recovery, then the folder's snapshot), then run atlasmart verify")
+
     def ensure(self) -> "AtlasmartHome":
-        """Create the home's folders; raise ``UsageError`` if the home is not a folder or cannot be created."""
+        """Create the home folder; raise ``UsageError`` if the home is not a folder or cannot be created.
+
+        Only the folder: the stores in it (ledger, catalog, ``warehouse/``,
+        ``raw/``) are created when an empty home first uses them, after they
+        were checked (``store/platform.py``), so a lost store is never re-created.
+        """
         if self.root.exists() and not self.root.is_dir():
             raise UsageError(
                 f"the AtlasMart home {self.root} is not a folder: choose a folder (--home or ${HOME_ENV})"
             )
         try:
-            for folder in (self.root, self.data_root, self.warehouse_dir, self.raw_dir, self.locks_dir):
-                folder.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(
                 f"cannot create the AtlasMart home {self.root} ({exc.strerror}: {exc.filename}): "
                 f"choose a folder you can write (--home or ${HOME_ENV})"
             ) from exc
         return self
+
+
+# Less free space than this is a full disk for SQLite (a write of one page and its WAL frame fails).
+_FULL_DISK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class WriteFault:
+    """Why the machine refuses writes to a store's file: ``read_only``, ``full`` or ``permissions``, in one line."""
+
+    reason: str
+    message: str
+
+
+def write_fault(path: Path) -> WriteFault | None:
+    """Why this machine will not let AtlasMart write the SQLite store ``path`` (or into the folder), or None.
+
+    Looked at after SQLite refused a write or an open, so that the one line
+    names the file and the remedy instead of "unable to open database file"
+    or "disk I/O error". A leftover ``-shm`` may be removed once no process has
+    the home open (SQLite rebuilds it); a ``-wal`` never (it can hold committed
+    transactions), so only its permissions are to fix.
+    """
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    reads = "status, controls and verify only read, and work on a read-only home"
+    try:
+        fs = os.statvfs(folder)
+    except OSError:
+        return None
+    if fs.f_flag & os.ST_RDONLY:
+        return WriteFault("read_only", f"cannot write {path}: the home is on a read-only file system: remount it "
+                                       f"read-write to run this command; {reads}")
+    free = fs.f_bavail * fs.f_frsize
+    if free < _FULL_DISK_BYTES:
+        return WriteFault("full", f"cannot write {path}: the disk holding it is full ({free // 1024} KiB free); "
+                                  f"free space on it, then run the command again")
+    for side, remedy in (("-wal", "fix its permissions (it may hold committed transactions: never delete it)"),
+                         ("-shm", "fix its permissions, or remove it when no process uses the home "
+                                  "(SQLite rebuilds it)"),
+                         ("-journal", "fix its permissions")):
+        leftover = Path(f"{path}{side}")
+        if leftover.exists() and not os.access(leftover, os.R_OK | os.W_OK):
+            mode = stat.S_IMODE(leftover.stat().st_mode)
+            return WriteFault("permissions", f"cannot write {path}: {leftover} is not writable (mode {mode:04o}): "
+                                             f"{remedy}")
+    if path.exists() and not os.access(path, os.W_OK):
+        mode = stat.S_IMODE(path.stat().st_mode)
+        return WriteFault("permissions", f"cannot write {path}: the file is read-only (mode {mode:04o}): make it "
+                                         f"writable (chmod u+w {path})")
+    if not os.access(folder, os.W_OK):
+        return WriteFault("read_only", f"cannot write {path}: the folder {folder} is read-only (no write "
+                                       f"permission): make it writable to run this command; {reads}")
+    return None
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))
 
 
 def sqlalchemy_postgres_url(url: str) -> str:

@@ -20,11 +20,13 @@ from __future__ import annotations
 import copy
 import os
 import random
+import sqlite3
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import date
 from functools import cached_property
 from pathlib import Path
@@ -37,9 +39,10 @@ from pyiceberg.exceptions import NoSuchTableError, ValidationException
 from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In, LessThanOrEqual
 from pyiceberg.table import Table, TableProperties
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 
-from ..errors import TransientError, is_transient
-from .home import AtlasmartHome
+from ..errors import EnvironmentFault, SnapshotMissing, StoreUnreadable, TransientError, is_transient
+from .home import AtlasmartHome, write_fault
 from .iceberg_adapter import CachedViewTransaction, data_files_for
 from .locks import home_lock
 from .tables import NAMESPACE, TableSpec
@@ -50,6 +53,8 @@ _PARQUET = "(FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 122880)"
 _WRITERS = max(2, min(4, os.cpu_count() or 2))
 COMMIT_ATTEMPTS = 8
 SNAPSHOT_PROPERTY_PREFIX = "atlasmart."
+# The namespace property that records which home the catalog belongs to (the ledger records the same id).
+HOME_ID_PROPERTY = "atlasmart.home-id"
 # Called with (home, table name) after a commit's data files are written and
 # before the commit. Empty in production: crash tests register a pause here to
 # kill a process mid-commit (atlasmart_dagster_tests/e2e/pause_before_commit.py).
@@ -119,6 +124,19 @@ def duckdb_connection() -> duckdb.DuckDBPyConnection:
     return con
 
 
+@dataclass(frozen=True)
+class CatalogProbe:
+    """What a catalog holds, read without creating anything: whether it exists, its home id, its tables."""
+
+    present: bool
+    home_id: str | None = None
+    tables: dict[str, str] = field(default_factory=dict)  # AtlasMart table name -> current metadata location
+
+
+_SQLITE_REFUSED = (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR,
+                   sqlite3.SQLITE_PERM)
+
+
 class Warehouse:
     """Iceberg tables of one AtlasMart home.
 
@@ -129,6 +147,10 @@ class Warehouse:
     it was parsed from (one indexed SQLite lookup), and a plan is keyed by a
     snapshot id, which names immutable content, and served only while that
     snapshot is still in the table's metadata (so expiry is honoured).
+
+    A read of a version named by its snapshot id (a certified one, a pinned
+    build) that the table does not have is ``SnapshotMissing``, never an empty
+    table.
     """
 
     _PLAN_CACHE_SIZE = 512
@@ -138,23 +160,130 @@ class Warehouse:
         self._tables: dict[str, Table] = {}
         self._plans: OrderedDict[tuple, list[str]] = OrderedDict()
         self._cache_lock = threading.Lock()
+        # Set by the platform while the home is empty: called before the first write, to
+        # create the home's stores together (store/platform.py); a read creates no catalog.
+        self.before_first_use: Callable[[], None] | None = None
 
     @cached_property
     def catalog(self) -> SqlCatalog:
+        if self.home.database_url is None and self.home.catalog_db.is_file():
+            # Initialised already: nothing to race for (and a read-only home has no lock file to take).
+            return self._open_catalog()
         # Two runs starting on a fresh home would both create the catalog's
         # tables ("table iceberg_tables already exists"): initialise under a lock.
         with home_lock(self.home, "catalog"):
+            return self._open_catalog()
+
+    def _open_catalog(self) -> SqlCatalog:
+        try:
             catalog = SqlCatalog(
                 NAMESPACE,
                 uri=self.home.catalog_uri,
                 warehouse=f"file://{self.home.warehouse_dir}",
             )
             catalog.create_namespace_if_not_exists(NAMESPACE)
+        except DBAPIError as exc:
+            fault = self._fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
         return catalog
+
+    def _fault(self, exc: BaseException) -> EnvironmentFault | None:
+        """The one-line environment fault behind a failed write of the embedded catalog or a table file, if any."""
+        cause = exc.orig if isinstance(exc, DBAPIError) else exc
+        if isinstance(cause, sqlite3.Error) and self.home.database_url is None:
+            if (getattr(cause, "sqlite_errorcode", None) or 0) & 0xFF not in _SQLITE_REFUSED:
+                return None
+            fault = write_fault(self.home.catalog_db)
+        elif isinstance(cause, duckdb.IOException | OSError) and not isinstance(cause, FileNotFoundError):
+            fault = write_fault(self.home.warehouse_dir)
+        else:
+            return None
+        return EnvironmentFault(fault.message) if fault else None
+
+    # -- the catalog's identity -------------------------------------------
+    def probe_catalog(self) -> CatalogProbe:
+        """The catalog's state, read without creating it (a missing catalog stays missing)."""
+        if self.home.database_url is not None:
+            return self._probe_team_catalog()
+        path = self.home.catalog_db
+        if not path.is_file():
+            return CatalogProbe(present=False)
+        con = None
+        for flags in ("mode=ro", "immutable=1"):  # immutable: a read-only file system, where nobody writes
+            try:
+                con = sqlite3.connect(f"{path.as_uri()}?{flags}", uri=True, timeout=60)
+                names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                break
+            except sqlite3.DatabaseError as exc:
+                if con is not None:
+                    con.close()
+                    con = None
+                code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+                if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+                    raise StoreUnreadable(f"the catalog at {path} is not a readable SQLite database ({exc}): "
+                                          f"{self.home.restore_hint}") from exc
+                if code not in _SQLITE_REFUSED:
+                    raise
+                if flags == "immutable=1":
+                    fault = write_fault(path)
+                    raise EnvironmentFault(fault.message if fault else f"cannot read {path} ({exc})") from exc
+        try:
+            return self._read_probe(con, names, "?")
+        finally:
+            con.close()
+
+    def _probe_team_catalog(self) -> CatalogProbe:
+        from .ledger.postgres_engine import connect_team_database  # the `team` extra: psycopg2
+
+        con = connect_team_database(self.home.database_url)
+        try:
+            with con.cursor() as cur:
+                cur.execute("SELECT to_regclass('iceberg_tables') IS NOT NULL, "
+                            "to_regclass('iceberg_namespace_properties') IS NOT NULL")
+                tables, properties = cur.fetchone()
+                names = {n for n, there in (("iceberg_tables", tables), ("iceberg_namespace_properties", properties))
+                         if there}
+                return self._read_probe(cur, names, "%s")
+        finally:
+            con.close()
+
+    @staticmethod
+    def _read_probe(con, names: set[str], mark: str) -> CatalogProbe:
+        """Home id and AtlasMart tables from a connection (sqlite3) or cursor (psycopg2) of the catalog."""
+        if "iceberg_tables" not in names:
+            return CatalogProbe(present="iceberg_namespace_properties" in names)
+
+        def rows(sql: str, args: tuple) -> list:
+            result = con.execute(sql.replace("?", mark), args)
+            return (result if result is not None else con).fetchall()
+
+        tables = {name: location for name, location in rows(
+            "SELECT table_name, metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?",
+            (NAMESPACE, NAMESPACE)) if location}
+        home_id = None
+        if "iceberg_namespace_properties" in names:
+            found = rows("SELECT property_value FROM iceberg_namespace_properties WHERE catalog_name = ? "
+                         "AND namespace = ? AND property_key = ?", (NAMESPACE, NAMESPACE, HOME_ID_PROPERTY))
+            home_id = found[0][0] if found else None
+        return CatalogProbe(present=True, home_id=home_id, tables=tables)
+
+    def stamp_catalog(self, home_id: str) -> None:
+        """Record ``home_id`` in the catalog (creating it, on the first use of an empty home)."""
+        try:
+            self.catalog.update_namespace_properties(NAMESPACE, updates={HOME_ID_PROPERTY: home_id})
+        except DBAPIError as exc:
+            fault = self._fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
 
     # -- tables -----------------------------------------------------------
     def _metadata_location(self, spec: TableSpec) -> str | None:
         """Where the catalog says the table's current metadata is (None: no such table)."""
+        if self.before_first_use is not None and self.home.database_url is None and not self.home.catalog_db.exists():
+            return None  # an empty home whose catalog no write created yet: reading it creates nothing
         statement = select(IcebergTables.metadata_location).where(
             IcebergTables.catalog_name == self.catalog.name,
             IcebergTables.table_namespace == NAMESPACE,
@@ -185,6 +314,8 @@ class Warehouse:
         table = self.existing(spec)
         if table is not None:
             return table
+        if self.before_first_use is not None:
+            self.before_first_use()
         with home_lock(self.home, "catalog"):
             return self.catalog.create_table_if_not_exists(
                 spec.identifier,
@@ -237,7 +368,13 @@ class Warehouse:
         """
         if spec.partition_column is not None and not partitions:
             raise ValueError(f"overwrite of {spec.name} needs the partitions it replaces")
-        files = self._write_files(spec, con, select_sql, partitions)
+        try:
+            files = self._write_files(spec, con, select_sql, partitions)
+        except (duckdb.IOException, OSError) as exc:
+            fault = self._fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
         props = {SNAPSHOT_PROPERTY_PREFIX + k: str(v) for k, v in (properties or {}).items()}
         if partitions is not None:
             props[SNAPSHOT_PROPERTY_PREFIX + "partitions"] = ",".join(partitions)
@@ -252,6 +389,9 @@ class Warehouse:
                     self._tables[spec.name] = table
                 return snapshot_id
             except Exception as exc:  # noqa: BLE001 - classified below
+                fault = self._fault(exc)
+                if fault is not None:  # a read-only home or a full disk: no retry cures it
+                    raise fault from exc
                 # ValidationException: another writer replaced the same partition
                 # between our read and our commit. Replacing it again from our
                 # inputs is what a sequential run would have done (last writer wins).
@@ -393,6 +533,14 @@ class Warehouse:
                 self._plans.popitem(last=False)
         return list(files)
 
+    def _snapshot_missing(self, spec: TableSpec, snapshot_id: int, no_table: bool) -> SnapshotMissing:
+        where = (f"the table is not in the catalog {self.home.catalog_where}" if no_table
+                 else "the table does not have it")
+        return SnapshotMissing(
+            f"{spec.name}: version {snapshot_id} (a snapshot the ledger names) cannot be read, {where} (expired, "
+            f"or the catalog was replaced): {self.home.restore_hint}; atlasmart verify lists what is affected"
+        )
+
     def partition_row_counts(
         self, spec: TableSpec, partitions: Sequence[str], snapshot_id: int | None = None
     ) -> dict[str, int]:
@@ -411,7 +559,16 @@ class Warehouse:
     def relation_sql(
         self, spec: TableSpec, partitions: Sequence[str] | None = None, snapshot_id: int | None = None
     ) -> str:
-        """A DuckDB SELECT over the table's rows (optionally some partitions, at a snapshot)."""
+        """A DuckDB SELECT over the table's rows (optionally some partitions, at a snapshot).
+
+        A snapshot asked for by id that the table does not have (expired, or a
+        catalog that is not the one the ledger was written with) is
+        ``SnapshotMissing``: a read of a named version is never an empty table.
+        """
+        if snapshot_id is not None:
+            table = self.existing(spec)
+            if table is None or table.snapshot_by_id(snapshot_id) is None:
+                raise self._snapshot_missing(spec, snapshot_id, table is None)
         files = self.data_files(spec, partitions, snapshot_id)
         if not files:
             return spec.empty_select_sql()

@@ -8,6 +8,8 @@ versions), ``batches``, ``checks``, ``holds``, ``slos``, ``backfills`` and
 ``ledger.engine``: incidents (``ops/incidents/incident_records.py``), contract approvals
 (``product/contract_approvals.py``), dashboard deployments
 (``product/dashboards.py``) and the access log (``ops/access/access_log.py``).
+The engine itself keeps ``home_identity``: the id of the home this ledger
+belongs to, which the catalog records too (checked in ``store/platform.py``).
 """
 
 from __future__ import annotations

@@ -23,13 +23,13 @@ import os
 import re
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import psycopg2
 import psycopg2.extras
 
-from ...errors import TransientError
-from ..home import libpq_url
+from ...errors import StoreMissing, TransientError
+from ..home import DATABASE_URL_ENV, libpq_url, redacted_url
 from .engine import ID_ALLOCATIONS, LedgerTable
 
 SCHEMA = "atlasmart_ledger"
@@ -75,30 +75,49 @@ class PostgresLedgerEngine:
         self.url = libpq_url(url)
         self._ready: set[str] = set()
         self._local = threading.local()
-        self._schema_ready = False
+        # Set by the platform while the home is empty: called before this ledger is first
+        # used, to create the home's stores together (store/platform.py).
+        self.before_first_use: Callable[[], None] | None = None
 
     # -- connections and transactions ---------------------------------------
     def _open(self):
-        try:
-            con = psycopg2.connect(self.url, options=f"-c search_path={SCHEMA},public")
-        except psycopg2.OperationalError as exc:
-            # An unreachable database is cured by waiting, not by changing the input.
-            raise TransientError(f"the ledger database is unreachable ({str(exc).strip()})") from exc
+        """A new connection; nothing is created (the schema comes with the first table, in ``ensure``)."""
+        con = connect_team_database(self.url, options=f"-c search_path={SCHEMA},public")
         con.autocommit = True
-        if not self._schema_ready:
-            with con.cursor() as cur:
-                cur.execute("SELECT pg_advisory_lock(%s)", (_WRITE_LOCK_KEY,))
-                try:
-                    cur.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-                    cur.execute(_REFUSE_FUNCTION)
-                finally:
-                    cur.execute("SELECT pg_advisory_unlock(%s)", (_WRITE_LOCK_KEY,))
-            self._schema_ready = True
         return con
+
+    def exists(self) -> bool:
+        """Whether the ledger's schema is in the database (nothing is created to find out)."""
+        with self.connect() as con, con.cursor() as cur:
+            cur.execute("SELECT to_regnamespace(%s) IS NOT NULL", (SCHEMA,))
+            return cur.fetchone()[0]
+
+    def _first_use(self) -> None:
+        """Let the platform create an empty home's stores before this ledger is first used."""
+        hook = self.before_first_use
+        if hook is not None:
+            hook()
+
+    def table_names(self) -> set[str]:
+        """Names of the ledger's tables (none while the schema does not exist)."""
+        with self.connect() as con, con.cursor() as cur:
+            cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+                        "AND table_type = 'BASE TABLE'", (SCHEMA,))
+            return {name for (name,) in cur.fetchall()}
+
+    def has_rows(self, names: set[str]) -> bool:
+        """Whether any of the tables ``names`` holds a row."""
+        with self.connect() as con, con.cursor() as cur:
+            for name in sorted(names):
+                cur.execute(f'SELECT EXISTS (SELECT 1 FROM {SCHEMA}."{name}")')
+                if cur.fetchone()[0]:
+                    return True
+        return False
 
     @contextmanager
     def connect(self) -> Iterator[Any]:
         """This thread's connection (kept open, reopened in a forked process or after it broke)."""
+        self._first_use()
         con = getattr(self._local, "con", None)
         if con is None or con.closed or getattr(self._local, "pid", None) != os.getpid():
             con = self._open()
@@ -147,22 +166,45 @@ class PostgresLedgerEngine:
             self._ready |= self._local.created
 
     # -- tables ------------------------------------------------------------------
-    def ensure(self, table: LedgerTable) -> None:
-        """Create ``table``, its append-only triggers and its indexes, once per process."""
+    @staticmethod
+    def _present(con, table: LedgerTable) -> bool:
+        """Whether the table, its triggers and its indexes all exist already (then nothing needs writing)."""
+        indexes = [f"{SCHEMA}.{index.partition(' ON ')[0].strip()}" for index in table.indexes]
+        with con.cursor() as cur:
+            cur.execute(
+                "SELECT to_regclass(%s) IS NOT NULL AND (SELECT count(*) FROM pg_trigger WHERE tgrelid = "
+                "to_regclass(%s) AND tgname IN (%s, %s)) = 2 AND NOT EXISTS (SELECT 1 FROM unnest(%s::text[]) i "
+                "WHERE to_regclass(i) IS NULL)",
+                (f"{SCHEMA}.{table.name}", f"{SCHEMA}.{table.name}", f"{table.name}_append_only",
+                 f"{table.name}_no_truncate", indexes),
+            )
+            return cur.fetchone()[0]
+
+    def ensure(self, table: LedgerTable) -> bool:
+        """Create ``table`` (and the schema), its append-only triggers and its indexes, once per process.
+
+        A table that is complete already costs one read, no write transaction.
+        """
         if table.name in self._ready:
-            return
+            return True
         with self.connect() as con:
+            if self._present(con, table):
+                self._ready.add(table.name)
+                return True
             if self._local.depth:
                 self._create(con, table)
                 self._local.created.add(table.name)
-                return
+                return True
             with self._write(con):
                 self._create(con, table)
             self._ready.add(table.name)
+        return True
 
     @staticmethod
     def _create(con, table: LedgerTable) -> None:
         with con.cursor() as cur:
+            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            cur.execute(_REFUSE_FUNCTION)
             cur.execute(
                 f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{table.name} "
                 f"({_SEQ} BIGINT GENERATED ALWAYS AS IDENTITY, {_columns_ddl(table.columns)})"
@@ -201,14 +243,16 @@ class PostgresLedgerEngine:
         return row[0] if row else 0
 
     def select(
-        self, table: LedgerTable, where: str = "", args: Sequence[Any] = (), order_by: str = "rowid"
+        self, table: LedgerTable, where: str = "", args: Sequence[Any] = (), order_by: str = "rowid",
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """Rows of ``table`` as dicts (``where`` is a trusted SQL predicate written by the owning store)."""
         self.ensure(table)
         clause = f" WHERE {_sql(where)}" if where else ""
         order = re.sub(r"\browid\b", _SEQ, order_by)
+        tail = f" LIMIT {int(limit)}" if limit is not None else ""
         with self.connect() as con, con.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
-            cur.execute(f"SELECT * FROM {table.name}{clause} ORDER BY {order}", tuple(_value(a) for a in args))
+            cur.execute(f"SELECT * FROM {table.name}{clause} ORDER BY {order}{tail}", tuple(_value(a) for a in args))
             rows = cur.fetchall()
         return [{k: v for k, v in r.items() if k != _SEQ} for r in rows]
 
@@ -220,3 +264,25 @@ class PostgresLedgerEngine:
             (last,) = cur.fetchone()
             cur.execute("INSERT INTO id_allocations (kind, number) VALUES (%s, %s)", (kind, last + 1))
         return f"{kind}-{last + 1:04d}"
+
+
+def connect_team_database(url: str, **kwargs):
+    """A psycopg2 connection to the team database, its failure said in one line.
+
+    A database that does not exist is a lost store (``StoreMissing``: restore
+    it, never re-create it); a server that does not answer is transient.
+    """
+    try:
+        return psycopg2.connect(libpq_url(url), connect_timeout=10, **kwargs)
+    except psycopg2.OperationalError as exc:
+        reason = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        where = f"the team database {redacted_url(url)}"
+        if "does not exist" in reason and "database" in reason:
+            raise StoreMissing(
+                f"{where} does not exist ({reason}): it was dropped, or ${DATABASE_URL_ENV} names another one; "
+                f"restore it and the shared folder together from their backups (pg_restore or point-in-time "
+                f"recovery), never by creating an empty one"
+            ) from exc
+        # An unreachable database is cured by waiting, not by changing the input.
+        raise TransientError(f"{where} is unreachable ({reason}): check that PostgreSQL is running and "
+                             f"${DATABASE_URL_ENV}") from exc
