@@ -19,7 +19,9 @@ Exit codes:
   1    refused or failed (a run failed, certification refused, a damaged
        store, an unexpected error: run again with --debug for the traceback)
   2    usage: wrong arguments or setting; nothing was done
-  130  interrupted (Ctrl-C)
+  130  interrupted (Ctrl-C or SIGTERM): one line, "atlasmart: interrupted"; a
+       run it stopped is recorded failed, and its day is loaded again by the
+       next tick or backfill
 """
 
 from __future__ import annotations
@@ -195,21 +197,23 @@ def explain(exc: Exception) -> tuple[int, str]:
 
 @contextmanager
 def _noticing_interrupts() -> Iterator[list[int]]:
-    """Note a Ctrl-C even when a library turns it into its own error (DuckDB raises RuntimeError)."""
+    """Turn Ctrl-C and SIGTERM into KeyboardInterrupt, and note them even when a library turns that into its
+    own error (DuckDB raises RuntimeError). Runs note a stop signal themselves (``ops/runs.py``)."""
     noticed: list[int] = []
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield noticed  # ignored (a background job) or handled by the caller: leave it so
-        return
 
     def notice(signum, frame):
         noticed.append(signum)
-        signal.default_int_handler(signum, frame)
+        raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, notice)
+    # A signal ignored (a background job) or handled by the caller is left so.
+    ours = [s for s, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL))
+            if signal.getsignal(s) is default]
+    previous = {s: signal.signal(s, notice) for s in ours}
     try:
         yield noticed
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 # Options whose value is free text a person typed: redacted before any command stores it
@@ -234,26 +238,27 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; the one place where errors become a line on stderr and an exit code."""
     # Behave like a Unix tool when piped into head: exit quietly.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    args = build_parser().parse_args(argv)  # argument errors exit 2 here, with one line
-    ctx = CliContext(
-        home=args.home,
-        landing=args.landing,
-        clock=args.clock,
-        as_json=args.json,
-        ephemeral_instance=args.ephemeral_instance,
-        log_level=args.dagster_log_level,
-    )
+    args = None
     with _noticing_interrupts() as interrupted:
         try:
+            args = build_parser().parse_args(argv)  # argument errors exit 2 here, with one line
+            ctx = CliContext(
+                home=args.home,
+                landing=args.landing,
+                clock=args.clock,
+                as_json=args.json,
+                ephemeral_instance=args.ephemeral_instance,
+                log_level=args.dagster_log_level,
+            )
             _redact_free_text(args, ctx)
             return args.handler(args, ctx)
         except KeyboardInterrupt:
-            if args.debug:
+            if args is not None and args.debug:
                 traceback.print_exc()
             print("atlasmart: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
         except Exception as exc:
-            if args.debug:
+            if args is not None and args.debug:
                 raise
             if interrupted:
                 print("atlasmart: interrupted", file=sys.stderr)

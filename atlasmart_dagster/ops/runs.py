@@ -7,11 +7,16 @@ jobs, the same lane tags, and the same certification gate after the run.
 
 from __future__ import annotations
 
+import _thread
 import json
+import select
+import signal
+import socket
 import threading
 import uuid
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import dagster as dg
 
@@ -116,6 +121,90 @@ def subset_job(defs: dg.Definitions, job: dg.JobDefinition, assets: Sequence[dg.
     return job.get_subset(asset_selection=keys, asset_check_selection=checks)
 
 
+# Signals that ask a command to stop. Dagster maps SIGTERM to its SIGINT handler while a run executes.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Sent to the main thread only, to end a blocking call there (sleep, select, a lock) so that it handles
+# the stop signal the watcher thread received; ignored by default, so it cannot harm a process it strays to.
+_WAKE = signal.SIGURG
+
+
+@contextmanager
+def interruptible_run() -> Iterator[Callable[[], bool]]:
+    """Execute an in-process run so that Ctrl-C (or SIGTERM) stops it and nothing but the command reports it.
+
+    Yields a function that says whether a stop signal arrived meanwhile;
+    ``execute_in_process`` inside then raises nothing itself, so the caller
+    raises ``KeyboardInterrupt`` once the run has returned. Three things
+    Dagster does in process are handled here:
+
+    * its compute-log helpers (``tail`` and ``watch_orphans.py``) are started
+      in the terminal's process group, so a Ctrl-C reached them too and each
+      printed a KeyboardInterrupt traceback: SIGINT is blocked in this thread
+      while the run starts them, and children inherit the blocked signal
+      (the signal still reaches this process, through a watcher thread
+      started before the block);
+    * a stop signal is noticed through ``signal.set_wakeup_fd``, whichever
+      handler Dagster has installed at that moment (it only records one
+      between steps);
+    * a step with a retry policy treats an interrupt as a reason to retry
+      it: the watcher repeats the interrupt until the run returns (waking a
+      blocking call of this thread with a harmless signal), so the retried
+      step stops at its start and the run ends interrupted.
+
+    Off the main thread (where signals cannot be handled) or with SIGINT
+    ignored (a background job), the run executes as before.
+    """
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, None):
+        yield lambda: False
+        return
+    noticed, returned = threading.Event(), threading.Event()
+    with ExitStack() as stack:  # every undo runs, even if an interrupt lands in one of them
+        receiver, sender = socket.socketpair()
+        stack.callback(sender.close)
+        stack.callback(receiver.close)
+        for end in (receiver, sender):
+            end.setblocking(False)
+        previous = signal.set_wakeup_fd(sender.fileno(), warn_on_full_buffer=False)
+        stack.callback(signal.set_wakeup_fd, previous)
+        stack.callback(signal.signal, _WAKE, signal.signal(_WAKE, lambda signum, frame: None))
+        main = threading.main_thread().ident
+
+        def watch() -> None:
+            while not returned.is_set():
+                if select.select([receiver], [], [], 0.25)[0]:
+                    try:
+                        if set(receiver.recv(64)) & set(STOP_SIGNALS):
+                            noticed.set()
+                    except BlockingIOError:
+                        pass
+                if noticed.is_set() and not returned.is_set():
+                    _thread.interrupt_main()  # Dagster's handler: raise in a step, or note it for the next step
+                    signal.pthread_kill(main, _WAKE)
+
+        watcher = threading.Thread(target=watch, name="atlasmart-interrupts", daemon=True)
+        watcher.start()  # before the block below: this thread keeps receiving SIGINT
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        # Undone last first: stop repeating the interrupt, wait for the watcher, unblock SIGINT.
+        stack.callback(signal.pthread_sigmask, signal.SIG_SETMASK, blocked)
+        stack.callback(watcher.join)
+        stack.callback(returned.set)
+        try:
+            yield noticed.is_set
+        except KeyboardInterrupt:
+            noticed.set()  # a repeated interrupt that landed after Dagster put our handler back
+
+
+def _execute(job: dg.JobDefinition, **kwargs) -> dg.ExecuteInProcessResult:
+    """``job.execute_in_process`` that a stop signal ends: KeyboardInterrupt once the run has returned."""
+    result = None
+    with interruptible_run() as interrupted:
+        result = job.execute_in_process(**kwargs)
+    if interrupted() or result is None:
+        raise KeyboardInterrupt(f"run {result.run_id} was interrupted" if result is not None else "interrupted")
+    return result
+
+
 def lane_for(platform: Platform, partitions: Sequence[str]) -> str:
     """Current lane only for the current day; anything older is backfill-lane work."""
     current = current_partition(platform.clock.now())
@@ -153,7 +242,8 @@ def run_chain(
     watcher = LedgerProgress(platform, run_id, progress) if progress is not None else None
     try:
         if len(partitions) == 1:
-            result = job.execute_in_process(
+            result = _execute(
+                job,
                 run_config=console_config(log_level),
                 instance=instance,
                 partition_key=partitions[0],
@@ -163,8 +253,8 @@ def run_chain(
             )
         else:
             run_tags.update(range_tags(partitions[0], partitions[-1]))
-            result = job.execute_in_process(
-                run_config=console_config(log_level), instance=instance, tags=run_tags, raise_on_error=False,
+            result = _execute(
+                job, run_config=console_config(log_level), instance=instance, tags=run_tags, raise_on_error=False,
                 run_id=run_id,
             )
     finally:
@@ -262,8 +352,8 @@ class LedgerProgress:
 
 def run_reference(defs: dg.Definitions, instance: dg.DagsterInstance, log_level: str | None = None) -> bool:
     job = defs.resolve_job_def("reference_job")
-    return job.execute_in_process(
-        run_config=console_config(log_level), instance=instance, raise_on_error=False, tags=worker_tags()
+    return _execute(
+        job, run_config=console_config(log_level), instance=instance, raise_on_error=False, tags=worker_tags()
     ).success
 
 
@@ -276,8 +366,8 @@ def run_golden_checks(
 ) -> tuple[dg.ExecuteInProcessResult, list[GateDecision]]:
     """Run the dashboards' golden cross-checks (``dashboard_checks_job``), then certify what they cleared."""
     job = defs.resolve_job_def("dashboard_checks_job")
-    result = job.execute_in_process(
-        run_config=console_config(log_level), instance=instance, raise_on_error=False, tags=worker_tags()
+    result = _execute(
+        job, run_config=console_config(log_level), instance=instance, raise_on_error=False, tags=worker_tags()
     )
     decisions = certify_run(platform, result.run_id, result.success, actor=actor)
     return result, decisions
@@ -295,7 +385,8 @@ def run_checks(
     """Execute only the given checks for one partition (nothing is materialized)."""
     job = defs.resolve_job_def((daily_sales_job if lane == CURRENT else backfill_sales_job).name)
     subset = job.get_subset(asset_selection=set(), asset_check_selection=set(check_keys))
-    return subset.execute_in_process(
+    return _execute(
+        subset,
         run_config=console_config(log_level),
         instance=instance,
         partition_key=partition,
