@@ -97,7 +97,7 @@ from ..store.ledger import Ledger
 from ..store.ledger.backfill_requests import BACKFILL_REQUESTS
 from ..store.ledger.batches import BATCHES
 from ..store.ledger.check_results import CHECK_RESULTS
-from ..store.ledger.engine import ID_ALLOCATIONS, LedgerTable
+from ..store.ledger.engine import HOME_IDENTITY, ID_ALLOCATIONS, LedgerTable
 from ..store.ledger.holds import CERTIFICATION_HOLDS
 from ..store.ledger.partition_states import PARTITION_EVENTS
 from ..store.ledger.postgres_engine import SCHEMA as LEDGER_SCHEMA
@@ -132,7 +132,11 @@ LEDGER_TABLES: tuple[LedgerTable, ...] = (
     INCIDENT_EVENTS,
     ACCESS_LOG,
     AUTOMATION_TICKS,
+    HOME_IDENTITY,
 )
+# The embedded home's identity stays with it: the team deployment is another
+# deployment, stamped with its own id on its first use (store/platform.py).
+NOT_COPIED = (HOME_IDENTITY,)
 _IDENTITY_KEY = re.compile(r"\bid\s+INTEGER\s+PRIMARY\s+KEY\s+AUTOINCREMENT", re.IGNORECASE)
 _FILE = "file://"
 
@@ -204,6 +208,8 @@ def _occupied_database(cur) -> list[str]:
     cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
                 "AND table_type = 'BASE TABLE' ORDER BY 1", (LEDGER_SCHEMA,))
     for (name,) in cur.fetchall():
+        if name in {t.name for t in NOT_COPIED}:
+            continue  # a deployment opened but never used carries only its identity
         cur.execute(f'SELECT count(*) FROM {LEDGER_SCHEMA}."{name}"')
         (count,) = cur.fetchone()
         if count:
@@ -280,7 +286,7 @@ def read_ledger(source: AtlasmartHome) -> list[tuple[LedgerTable, list[dict[str,
             raise MigrationError(f"the embedded ledger has tables this version does not declare ({', '.join(unknown)}): "
                                  f"migrate with the AtlasMart version that wrote them; nothing was changed")
         out = [(t, [dict(r) for r in con.execute(f"SELECT * FROM {t.name} ORDER BY rowid")])
-               for t in LEDGER_TABLES if t.name in names]
+               for t in LEDGER_TABLES if t.name in names and t not in NOT_COPIED]
         con.execute("COMMIT")
     finally:
         con.close()

@@ -49,6 +49,11 @@ from .tables import NAMESPACE, TableSpec
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 # Snappy: fastest to write and read here; row groups sized for DuckDB's parallel scans.
+def _literal(path) -> str:
+    """A path as a SQL string literal (a home may be called "it's")."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
 _PARQUET = "(FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 122880)"
 _WRITERS = max(2, min(4, os.cpu_count() or 2))
 COMMIT_ATTEMPTS = 8
@@ -462,11 +467,11 @@ class Warehouse:
         if column is None or len(partitions) == 1:
             # One file: write straight from the query, then prove no row strayed.
             target = folder / ("data.parquet" if column is None else f"{column}={partitions[0]}.parquet")
-            con.execute(f"COPY (SELECT {casts} FROM ({select_sql}) ORDER BY {grain}) TO '{target}' {_PARQUET}")
+            con.execute(f"COPY (SELECT {casts} FROM ({select_sql}) ORDER BY {grain}) TO {_literal(target)} {_PARQUET}")
             if column is not None:
                 stray, rows = con.sql(
                     f"SELECT count(*) FILTER (WHERE {column} IS DISTINCT FROM DATE '{partitions[0]}'), count(*) "
-                    f"FROM read_parquet('{target}')"
+                    f"FROM read_parquet({_literal(target)})"
                 ).fetchall()[0]
                 if stray:
                     target.unlink()
@@ -493,7 +498,8 @@ class Warehouse:
                 cursor = duckdb_connection()
                 try:
                     cursor.execute(
-                        f"COPY (SELECT * FROM {staged} WHERE {column} = DATE '{day}') TO '{targets[day]}' {_PARQUET}"
+                        f"COPY (SELECT * FROM {staged} WHERE {column} = DATE '{day}') TO {_literal(targets[day])} "
+                        f"{_PARQUET}"
                     )
                 finally:
                     cursor.close()
@@ -572,7 +578,7 @@ class Warehouse:
         files = self.data_files(spec, partitions, snapshot_id)
         if not files:
             return spec.empty_select_sql()
-        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        listed = ", ".join(_literal(f) for f in files)
         columns = ", ".join(spec.column_names)
         sql = f"SELECT {columns} FROM read_parquet([{listed}], union_by_name=true)"
         if spec.partition_column is not None and partitions is not None:

@@ -21,9 +21,6 @@ def load_one_day(root) -> list[str]:
     return outcome.certified
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "store/warehouse.py Warehouse._write_files puts the target path into `COPY ... TO '{target}'` and "
-    "`read_parquet('{target}')` unquoted: an apostrophe ends the SQL string (ParserException)"))
 def test_an_apostrophe_in_the_home_path(tmp_path):
     assert load_one_day(tmp_path / "it's") == [DAY]
 
