@@ -53,9 +53,8 @@ class OutsideClockRange(ValueError):
 
     def __init__(self, value: datetime, earliest: datetime, latest: datetime):
         self.value, self.earliest, self.latest = value, earliest, latest
-        super().__init__(
-            f"logical time {format_ts(value)} is outside the accepted range {format_ts(earliest)} to {format_ts(latest)}"
-        )
+        super().__init__(f"logical time {format_ts(value)} is outside the accepted range {format_ts(earliest)} "
+                         f"to {format_ts(latest)}")
 
 
 def advanced(start: datetime, minutes: float) -> datetime:

@@ -11,7 +11,7 @@ REFUSED, GOOD = "2026-09-20", "2026-09-19"
 
 
 def refuse_at_the_contract_gate(env, day: str) -> None:
-    """The ERP added a field: raw admits the batch (its figures intact), the contract gate stops everything after raw."""
+    """The ERP added a field: raw admits the batch (figures intact), the contract gate stops all after raw."""
     rows = [{**row, "coupon_code": "AUTUMN"} for row in read_rows(env.day_dir(day))]
     write_batch(env.day_dir(day), rows, batch_id="ERP-20260920-01")
     outcome = run_chain(env.defs, env.instance, env.platform, [day], lane="backfill")

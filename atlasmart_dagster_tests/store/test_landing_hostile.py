@@ -118,5 +118,6 @@ def test_a_manifest_repeating_a_key_is_refused(env, repeated):
     value = json.dumps(0 if repeated == "expected_rows" else "X" * 64)
     (env.day_dir(DAY) / "_manifest.json").write_text(text[:-2] + f',\n  "{repeated}": {value}\n}}')
     parsed, problems = parse_manifest((env.day_dir(DAY) / "_manifest.json").read_bytes(), DAY)
-    assert parsed is None and problems == [f"manifest repeats the key {repeated} (which value would count is ambiguous)"]
+    assert parsed is None
+    assert problems == [f"manifest repeats the key {repeated} (which value would count is ambiguous)"]
     assert "manifest repeats the key" in refusal(env)
