@@ -20,6 +20,7 @@ from datetime import date, datetime, time
 
 import dagster as dg
 
+from ..defs.automation.load_retries import given_up_loads
 from ..defs.automation.schedules import scheduled_load
 from ..defs.automation.sensors import plan_manifest_runs
 from ..defs.partitions import FIRST_SALES_DATE, daily_partitions
@@ -28,7 +29,8 @@ from ..product.slo import SCHEDULE_HOUR  # the hour of daily_sales_schedule's cr
 from ..store.clock import UTC, format_ts, parse_ts
 from ..store.ledger.engine import LedgerTable, dumps
 from ..store.platform import Platform
-from .incidents.detection import detect
+from .incidents.detection import detect, route
+from .incidents.incident_records import IncidentStore
 from .run_reaper import reap_dead_runs
 from .runs import RunOutcome, run_chain
 
@@ -98,9 +100,10 @@ def schedule_times(previous: datetime | None, now: datetime) -> Mornings:
         skipped.append(_skipped_mornings(first, min(last, low - 1),
                                          f"they load days before the first partition {FIRST_SALES_DATE}"))
     if max(first, high + 1) <= last:
-        skipped.append(_skipped_mornings(max(first, high + 1), last,
-                                         f"their days are not partitions yet (the newest is {newest}, by the system clock)"))
-    in_range = [datetime.combine(date.fromordinal(d), morning, UTC) for d in range(max(first, low), min(last, high) + 1)]
+        why = f"their days are not partitions yet (the newest is {newest}, by the system clock)"
+        skipped.append(_skipped_mornings(max(first, high + 1), last, why))
+    days = range(max(first, low), min(last, high) + 1)
+    in_range = [datetime.combine(date.fromordinal(d), morning, UTC) for d in days]
     return Mornings(in_range, skipped)
 
 
@@ -114,10 +117,25 @@ def _skipped_mornings(first: int, last: int, why: str) -> str:
 
 
 def previous_tick(platform: Platform, now: datetime) -> datetime | None:
-    """The latest tick at or before ``now``: ticks recorded at a later logical time (the clock was set back) do not count."""
+    """The latest tick at or before ``now``; ticks recorded at a later logical time (the clock was set back) do not
+    count."""
     times = [parse_ts(t["at"]) for t in platform.ledger.engine.select(AUTOMATION_TICKS)]
     earlier = [t for t in times if t <= now]
     return max(earlier) if earlier else None
+
+
+def record_given_up(platform: Platform, instance: dg.DagsterInstance) -> list[str]:
+    """Say on the day's incident that automation gave up loading a batch; the incidents opened or updated."""
+    store = IncidentStore(platform.ledger)
+    touched = []
+    for load in given_up_loads(instance, platform):
+        signal = {"key": f"load_gave_up:{load.partition}:{load.batch_id}", "kind": "run_failed",
+                  "partition": load.partition, "run_id": load.last_run_id, "job": load.last_job,
+                  "detail": load.reason}
+        incident_id = route(store, signal, platform.clock.now(), actor="landing_manifest_sensor")
+        if incident_id:
+            touched.append(incident_id)
+    return touched
 
 
 def _run(defs, instance, platform, request: dg.RunRequest, log_level) -> RunOutcome:
@@ -136,13 +154,13 @@ def tick(defs: dg.Definitions, instance: dg.DagsterInstance, platform: Platform,
     mornings = schedule_times(previous, now)
     report.skipped += mornings.skipped
     for when in mornings.in_range:
-        request = scheduled_load(platform, when)
+        request = scheduled_load(platform, when, instance)
         if isinstance(request, dg.SkipReason):  # the day's batch was loaded already
             report.skipped.append(f"schedule {format_ts(when)}: {request.skip_message}")
             continue
         outcomes.append(_run(defs, instance, platform, request, log_level))
         report.scheduled.append(request.partition_key)
-    requests, skipped = plan_manifest_runs(platform)
+    requests, skipped = plan_manifest_runs(platform, instance)
     report.skipped += skipped
     for request in requests:
         outcomes.append(_run(defs, instance, platform, request, log_level))
@@ -153,5 +171,8 @@ def tick(defs: dg.Definitions, instance: dg.DagsterInstance, platform: Platform,
         for o in outcomes
     ]
     report.incidents = detect(platform, instance)
+    for incident_id in record_given_up(platform, instance):
+        if incident_id not in report.incidents:
+            report.incidents.append(incident_id)
     platform.ledger.engine.append(AUTOMATION_TICKS, {"at": report.at, "fired_json": dumps(report.to_json())})
     return report

@@ -14,6 +14,9 @@ import dagster as dg
 from ...product.lanes import BACKFILL, LANE_TAG
 from ..checks.golden_checks import GOLDEN_CHECK_KEYS
 
+# What started a run of the chain: "schedule", "landing_manifest_sensor" (automation), or absent (an operator).
+TRIGGER_TAG = "atlasmart/trigger"
+
 DAILY_CHAIN = (
     "raw_order_lines",
     "stg_order_lines",

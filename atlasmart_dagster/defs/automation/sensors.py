@@ -18,17 +18,25 @@ from ...store.tables import CERTIFIED_ASSETS
 from ..checks.certification_checks import report_day_states
 from ..partitions import FIRST_SALES_DATE
 from ..resources import AtlasmartResource
-from .jobs import backfill_sales_job, daily_sales_job
-from .schedules import TRIGGER_TAG
+from .jobs import TRIGGER_TAG, backfill_sales_job, daily_sales_job
+from .load_retries import ATTEMPT_TAG, RETRY_OF_TAG, instance_of, unfinished_load
 
 RESTATES_BATCH_TAG = "atlasmart/restates_batch"
 
 
-def plan_manifest_runs(platform: Platform) -> tuple[list[dg.RunRequest], list[str]]:
-    """Run requests for ready batches the platform has not loaded, and why other days are skipped."""
+def plan_manifest_runs(
+    platform: Platform, instance: dg.DagsterInstance | None = None
+) -> tuple[list[dg.RunRequest], list[str]]:
+    """Run requests for ready batches the platform has not loaded, and why other days are skipped.
+
+    With ``instance``, a known batch whose automated load never finished is
+    requested again, up to ``MAX_LOAD_ATTEMPTS`` attempts (``load_retries.py``).
+    """
     now = platform.clock.now()
     current = current_partition(now)
-    known = {b["batch_id"] for b in platform.ledger.batches.list()}
+    batches = platform.ledger.batches.list()
+    known = {b["batch_id"] for b in batches}
+    phases = platform.ledger.runs.phases() if instance is not None and known else []
     requests, skipped = [], []
     for partition in platform.landing.partitions():
         if partition < FIRST_SALES_DATE or partition > current:
@@ -37,7 +45,8 @@ def plan_manifest_runs(platform: Platform) -> tuple[list[dg.RunRequest], list[st
         raw = platform.landing.read_manifest_bytes(partition)
         if raw is None:
             if os.path.lexists(platform.landing.manifest_path(partition)):  # a link, a pipe: never read
-                skipped.append(f"{partition}: manifest unusable ({platform.landing.file_problem(partition, MANIFEST_NAME)})")
+                refused = platform.landing.file_problem(partition, MANIFEST_NAME)
+                skipped.append(f"{partition}: manifest unusable ({refused})")
             else:
                 skipped.append(f"{partition}: manifest not landed yet")
             continue
@@ -48,11 +57,21 @@ def plan_manifest_runs(platform: Platform) -> tuple[list[dg.RunRequest], list[st
         if manifest.ready_at > now:
             skipped.append(f"{partition}: manifest declares ready_at {manifest.ready_at.isoformat()} (in the future)")
             continue
+        run_key, retry_tags = manifest.batch_id, {}
         if manifest.batch_id in known:
-            continue
+            unfinished = unfinished_load(instance, platform, partition, manifest.batch_id, batches, phases) \
+                if instance is not None else None
+            if unfinished is None:
+                continue  # loaded (or an operator's load): only new source data loads the day again
+            if not unfinished.retry:
+                skipped.append(unfinished.reason)
+                continue
+            # A run key of its own: the daemon starts a sensor's run key once.
+            run_key = f"{manifest.batch_id}:attempt-{unfinished.next_attempt}"
+            retry_tags = {RETRY_OF_TAG: manifest.batch_id, ATTEMPT_TAG: str(unfinished.next_attempt)}
         certified = any(platform.ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS)
         lane = CURRENT if (partition == current and not certified) else BACKFILL
-        tags = {LANE_TAG: lane, TRIGGER_TAG: "landing_manifest_sensor"}
+        tags = {LANE_TAG: lane, TRIGGER_TAG: "landing_manifest_sensor", **retry_tags}
         if certified:
             tags[RESTATES_BATCH_TAG] = manifest.batch_id
             pending = platform.ledger.partitions.events(partition=partition, states=(RESTATEMENT_PENDING,))
@@ -70,7 +89,7 @@ def plan_manifest_runs(platform: Platform) -> tuple[list[dg.RunRequest], list[st
                     )
         requests.append(
             dg.RunRequest(
-                run_key=manifest.batch_id,
+                run_key=run_key,
                 partition_key=partition,
                 job_name=(daily_sales_job if lane == CURRENT else backfill_sales_job).name,
                 tags=tags,
@@ -84,13 +103,14 @@ def plan_manifest_runs(platform: Platform) -> tuple[list[dg.RunRequest], list[st
     jobs=[daily_sales_job, backfill_sales_job],
     minimum_interval_seconds=60,
     description=(
-        "Starts a load for every day whose ERP manifest has landed and is ready, once per batch_id. "
+        "Starts a load for every day whose ERP manifest has landed and is ready, once per batch_id, and again "
+        "(at most 3 attempts) when that load was interrupted or its process died before it finished. "
         "The current day runs in the current lane; a new batch for an already certified day is marked "
         "RESTATEMENT_PENDING and rebuilt in the backfill lane. Skips say which days wait and why."
     ),
 )
 def landing_manifest_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):
-    requests, skipped = plan_manifest_runs(atlasmart.platform)
+    requests, skipped = plan_manifest_runs(atlasmart.platform, instance_of(context))
     restated = {r.partition_key for r in requests if RESTATES_BATCH_TAG in r.tags}
     if restated:  # the days just marked RESTATEMENT_PENDING show it on their certification_state check
         report_day_states(context.instance, atlasmart.platform, restated)
