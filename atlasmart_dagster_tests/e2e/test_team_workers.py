@@ -3,7 +3,8 @@
 A 30-day range backfill is submitted with ``atlasmart backfill --via-daemon``;
 the daemon splits it into runs of 10 days (``ATLASMART_BACKFILL_RUN_DAYS``),
 the run queue starts them under the team instance's lane limits, and every
-step executes on one of two ``dagster-celery`` workers, all against one
+step executes on one of two ``dagster-celery`` workers (started as the README
+says, ``python -m atlasmart_dagster.ops.celery_worker``), all against one
 Postgres database (Dagster instance, Iceberg catalog, ledger) and one shared
 folder. Mid-run one worker is killed with SIGKILL while it executes a step:
 the broker (RabbitMQ) hands that step to the other worker, which runs it
@@ -101,10 +102,12 @@ def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mo
 
         # Processes are started in their own session, so a SIGKILL of the group takes a worker's pool too.
         processes = [
-            start("worker-1", BIN / "dagster-celery", "worker", "start", "-y", str(REPO / "deploy" / "celery.yaml"),
-                  "-A", "dagster_celery.app", "-n", "worker-1", "-q", shell["ATLASMART_CELERY_QUEUE"], "-l", "info"),
-            start("worker-2", BIN / "dagster-celery", "worker", "start", "-y", str(REPO / "deploy" / "celery.yaml"),
-                  "-A", "dagster_celery.app", "-n", "worker-2", "-q", shell["ATLASMART_CELERY_QUEUE"], "-l", "info"),
+            start("worker-1", BIN / "python", "-m", "atlasmart_dagster.ops.celery_worker", "-y",
+                  str(REPO / "deploy" / "celery.yaml"), "-n", "worker-1", "-q", shell["ATLASMART_CELERY_QUEUE"],
+                  "-l", "info"),
+            start("worker-2", BIN / "python", "-m", "atlasmart_dagster.ops.celery_worker", "-y",
+                  str(REPO / "deploy" / "celery.yaml"), "-n", "worker-2", "-q", shell["ATLASMART_CELERY_QUEUE"],
+                  "-l", "info"),
         ]
         try:
             submitted = subprocess.run(
