@@ -151,11 +151,10 @@ def interruptible_run() -> Iterator[Callable[[], bool]]:
       blocking call of this thread with a harmless signal), so the retried
       step stops at its start and the run ends interrupted.
 
-    Off the main thread (where signals cannot be handled) or with SIGINT
-    ignored (a background job), the run executes as before.
+    Off the main thread, where signals cannot be handled (and Dagster handles
+    none either), the run executes as before.
     """
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, None):
+    if threading.current_thread() is not threading.main_thread():
         yield lambda: False
         return
     noticed, returned = threading.Event(), threading.Event()
