@@ -117,8 +117,9 @@ def unfinished_load(
 ) -> UnfinishedLoad | None:
     """What automation should do about a known batch of ``partition`` (see module doc); None: nothing.
 
-    ``batches`` and ``phases`` are the ledger's batch records and run phases (of
-    this day or all), when the caller read them once for many days.
+    ``batches`` (the ledger's batch records, of this day or all) and
+    ``phases`` (its run phases of this day, see ``phases_by_day``) save the
+    reads when the caller asks about many days.
     """
     batches = platform.ledger.batches.list(partition) if batches is None else batches
     batch = next((b for b in batches if b["batch_id"] == batch_id and b["partition"] == partition), None)
@@ -153,17 +154,25 @@ def unfinished_load(
     return load(f"{where} did not finish ({why}); retried as attempt {count + 1}", retry=True)
 
 
+def phases_by_day(platform: Platform) -> dict[str, list[dict]]:
+    """The ledger's run phases, grouped by day."""
+    grouped: dict[str, list[dict]] = {}
+    for phase in platform.ledger.runs.phases():
+        grouped.setdefault(phase["partition"], []).append(phase)
+    return grouped
+
+
 def given_up_loads(instance: dg.DagsterInstance, platform: Platform) -> list[UnfinishedLoad]:
     """The landed batches whose automated loads were given up (``MAX_LOAD_ATTEMPTS`` attempts failed)."""
     batches = platform.ledger.batches.list()
     known = {b["batch_id"] for b in batches}
-    phases = platform.ledger.runs.phases() if known else []
+    phases = phases_by_day(platform) if known else {}
     found = []
     for partition in platform.landing.partitions():
         raw = platform.landing.read_manifest_bytes(partition)
         batch_id = named_batch_id(raw) if raw is not None else None
         if batch_id in known:
-            unfinished = unfinished_load(instance, platform, partition, batch_id, batches, phases)
+            unfinished = unfinished_load(instance, platform, partition, batch_id, batches, phases.get(partition, []))
             if unfinished is not None and unfinished.gave_up:
                 found.append(unfinished)
     return found

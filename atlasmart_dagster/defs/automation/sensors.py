@@ -19,7 +19,7 @@ from ..checks.certification_checks import report_day_states
 from ..partitions import FIRST_SALES_DATE
 from ..resources import AtlasmartResource
 from .jobs import TRIGGER_TAG, backfill_sales_job, daily_sales_job
-from .load_retries import ATTEMPT_TAG, RETRY_OF_TAG, instance_of, unfinished_load
+from .load_retries import ATTEMPT_TAG, RETRY_OF_TAG, instance_of, phases_by_day, unfinished_load
 
 RESTATES_BATCH_TAG = "atlasmart/restates_batch"
 
@@ -36,7 +36,7 @@ def plan_manifest_runs(
     current = current_partition(now)
     batches = platform.ledger.batches.list()
     known = {b["batch_id"] for b in batches}
-    phases = platform.ledger.runs.phases() if instance is not None and known else []
+    phases = phases_by_day(platform) if instance is not None and known else {}
     requests, skipped = [], []
     for partition in platform.landing.partitions():
         if partition < FIRST_SALES_DATE or partition > current:
@@ -59,8 +59,8 @@ def plan_manifest_runs(
             continue
         run_key, retry_tags = manifest.batch_id, {}
         if manifest.batch_id in known:
-            unfinished = unfinished_load(instance, platform, partition, manifest.batch_id, batches, phases) \
-                if instance is not None else None
+            unfinished = unfinished_load(instance, platform, partition, manifest.batch_id, batches,
+                                         phases.get(partition, [])) if instance is not None else None
             if unfinished is None:
                 continue  # loaded (or an operator's load): only new source data loads the day again
             if not unfinished.retry:
