@@ -70,6 +70,8 @@ def cmd_verify(args: argparse.Namespace, ctx: CliContext) -> int:
               f"{result['checked']['raw_batches']} raw batches, {result['checked']['days']} days: "
               f"{'ok' if result['ok'] else 'PROBLEMS'}")
         _print_findings(result)
+        for finding in result.get("not_built", []):  # reported, never a failure
+            print(f"  {finding['scope']:<9} {finding['kind']:<16} {finding['message']}")
     return 0 if result["ok"] else 1
 
 

@@ -76,7 +76,8 @@ def _write_config(home: AtlasmartHome, folder: Path) -> None:
     # when ATLASMART_HOME is not set in their environment.
     text = packaged_instance_config(home.team).read_text().replace(
         "class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n",
-        f"class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n        home: {home.root}\n",
+        # JSON is YAML: a home path holding ": " or " #" stays one string
+        f"class: atlasmart_dagster.ops.observability.logs.JsonLinesHandler\n        home: {json.dumps(str(home.root))}\n",
     )
     if not home.team:
         # The pooled SQLite storage needs the folder's path, also when DAGSTER_HOME is not set (atlasmart's own
