@@ -150,6 +150,10 @@ def run_in_child(
         # anything else is an engine failure.
         if os.WIFSIGNALED(wait_status) and os.WTERMSIG(wait_status) == signal.SIGKILL:
             raise EngineOverMemory()
+        if os.WIFSIGNALED(wait_status) and os.WTERMSIG(wait_status) in (signal.SIGINT, signal.SIGTERM):
+            # Only a terminal's Ctrl-C to the process group (or a SIGTERM to it) sends these: the command
+            # was interrupted, whichever of the two processes noticed first.
+            raise KeyboardInterrupt
         if os.WIFSIGNALED(wait_status):
             name = signal.Signals(os.WTERMSIG(wait_status)).name
             raise EngineFailed(f"engine process ended by {name}", name)
