@@ -203,6 +203,10 @@ def daemon_backfill(env: dict[str, str], module: str, chain: Sequence[str] | Non
         except subprocess.TimeoutExpired:
             os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait()
+        try:  # the daemon's code server can outlive a graceful stop of the group: never leave it running
+            os.killpg(daemon.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         log.close()
 
 

@@ -123,6 +123,10 @@ def workers(broker, tmp_path_factory):
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=60)
+            try:  # anything left of the group (pool processes) goes too
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _logs(workers) -> str:

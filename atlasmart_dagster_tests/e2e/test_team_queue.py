@@ -101,6 +101,10 @@ def test_cli_runs_are_queued_and_two_submitters_never_exceed_the_backfill_lane(t
         finally:
             os.killpg(daemon.pid, 15)
             daemon.wait(timeout=60)
+            try:  # what outlived the daemon in its group (its code server) goes too
+                os.killpg(daemon.pid, 9)
+            except ProcessLookupError:
+                pass
         instance.dispose()
 
     backfill_lane = [r for r in records if r.dagster_run.tags.get("atlasmart/lane") == "backfill"

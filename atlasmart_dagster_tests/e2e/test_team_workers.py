@@ -182,6 +182,12 @@ def _stop(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, 9)
         process.wait(timeout=60)
+    # The daemon's code server outlived a graceful stop of its group (orphaned, its
+    # children spinning): whatever is left of the group goes too.
+    try:
+        os.killpg(process.pid, 9)
+    except ProcessLookupError:
+        pass
 
 
 def instance_limits(dagster_home: Path) -> list[dict]:
