@@ -33,9 +33,9 @@ import pyarrow as pa
 from ..domain.contracts import ANOMALY_MEASURES, SHARE_MEASURES, AnomalyBand
 from ..domain.controls import CONTROL_FIELDS, ControlTuple, format_money
 from ..store.clock import format_ts
-from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
+from ..store.ledger.partition_states import CERTIFICATION_REFUSED, PartitionEvent
 from ..store.platform import Platform
-from ..store.tables import CERTIFIED_ASSETS, METRIC_GROSS_REVENUE
+from ..store.tables import METRIC_GROSS_REVENUE
 from ..store.warehouse import duckdb_connection
 from .contract_approvals import contract_of_day
 
@@ -294,36 +294,16 @@ def _judge_group(history: pa.Table, others: pa.Table, candidates: Mapping[str, d
 
 def anomaly_reasons(platform: Platform, partitions: Sequence[str]) -> dict[str, str]:
     """Per day, the guard's reason when its newest certification decision is an anomaly hold (or rejection)."""
-    newest: dict[str, PartitionEvent] = {}
-    for event in platform.ledger.partitions.events(
-        partitions=partitions, states=(CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS
-    ):
-        newest[event.partition] = event
-    found = {}
-    for day, decision in newest.items():
-        if decision.state == CERTIFICATION_REFUSED:
-            reason = next((r for r in decision.detail.get("reasons", [])
-                           if r.startswith((ANOMALY_HELD, ANOMALY_REJECTED))), None)
-            if reason:
-                found[day] = reason
-    return found
+    from .restatements import held_reasons
+
+    return held_reasons(platform, partitions, prefixes=(ANOMALY_HELD, ANOMALY_REJECTED))
 
 
 def anomaly_held_builds(platform: Platform, partition: str) -> list[PartitionEvent]:
     """The newest build of each certified product of the day, where the gate held it as an anomaly."""
-    events = platform.ledger.partitions
-    held = []
-    for asset in CERTIFIED_ASSETS:
-        builds = events.events(asset=asset, partition=partition, states=(BUILT,))
-        if not builds:
-            continue
-        decisions = [e for e in events.events(asset=asset, partition=partition, states=(CERTIFIED, CERTIFICATION_REFUSED))
-                     if e.detail.get("built_event_id") == builds[-1].id]
-        if decisions and decisions[-1].state == CERTIFICATION_REFUSED and any(
-            r.startswith(ANOMALY_HELD) for r in decisions[-1].detail.get("reasons", [])
-        ):
-            held.append(builds[-1])
-    return held
+    from .restatements import held_builds
+
+    return held_builds(platform, partition, prefix=ANOMALY_HELD)
 
 
 def approve_anomaly(platform: Platform, partition: str, owner: str, approved_by: str, reason: str, at: datetime,

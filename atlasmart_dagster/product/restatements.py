@@ -57,8 +57,9 @@ def approved_controls(ledger: Ledger, partitions) -> dict[str, list[ControlTuple
     return found
 
 
-def held_builds(platform: Platform, partition: str) -> list[PartitionEvent]:
-    """The newest build of each certified product of the day, where the gate held it as a restatement."""
+def held_builds(platform: Platform, partition: str, prefix: str = RESTATEMENT_HELD) -> list[PartitionEvent]:
+    """The newest build of each certified product of the day, where the gate held it with ``prefix``
+    (a restatement; the anomaly guard asks with its own)."""
     events = platform.ledger.partitions
     held = []
     for asset in CERTIFIED_ASSETS:
@@ -69,7 +70,7 @@ def held_builds(platform: Platform, partition: str) -> list[PartitionEvent]:
         decisions = [e for e in events.events(asset=asset, partition=partition, states=(CERTIFIED, CERTIFICATION_REFUSED))
                      if e.detail.get("built_event_id") == newest.id]
         if decisions and decisions[-1].state == CERTIFICATION_REFUSED and any(
-            r.startswith(RESTATEMENT_HELD) for r in decisions[-1].detail.get("reasons", [])
+            r.startswith(prefix) for r in decisions[-1].detail.get("reasons", [])
         ):
             held.append(newest)
     return held
@@ -119,8 +120,10 @@ def approve_restatement(
     return controls
 
 
-def held_reasons(platform: Platform, partitions: Sequence[str]) -> dict[str, str]:
-    """Per day, the guard's reason when its newest certification decision held a restatement.
+def held_reasons(platform: Platform, partitions: Sequence[str],
+                 prefixes: tuple[str, ...] = (RESTATEMENT_HELD,)) -> dict[str, str]:
+    """Per day, the guard's reason when its newest certification decision held a restatement
+    (or was refused with another of ``prefixes``).
 
     One ledger read for all the days: ``atlasmart status`` asks it for a year at once.
     """
@@ -132,7 +135,7 @@ def held_reasons(platform: Platform, partitions: Sequence[str]) -> dict[str, str
     held = {}
     for day, decision in newest.items():
         if decision.state == CERTIFICATION_REFUSED:
-            reason = next((r for r in decision.detail.get("reasons", []) if r.startswith(RESTATEMENT_HELD)), None)
+            reason = next((r for r in decision.detail.get("reasons", []) if r.startswith(prefixes)), None)
             if reason:
                 held[day] = reason
     return held
