@@ -63,12 +63,6 @@ class RawEvidenceConflict(PermanentError):
     kind = "raw_evidence_conflict"
 
 
-class CertificationRefused(PermanentError):
-    """The certification gate refused to certify a partition."""
-
-    kind = "certification_refused"
-
-
 class LaneViolation(PermanentError):
     """A run tried to do work its concurrency lane does not allow."""
 

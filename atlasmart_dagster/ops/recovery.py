@@ -251,21 +251,6 @@ def _load_complete_backup(backup_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def _corrupt(manifest: dict[str, Any], folder: Path) -> list[str]:
-    """Files of ``folder`` (laid out as the backup) that fail their manifest checksum."""
-    return [name for name, sha in _expected(manifest).items() if sha256_file(folder / name) != sha]
-
-
-def check_backup(backup_dir: Path) -> dict[str, Any]:
-    """Load a backup's manifest and prove every file is there and intact."""
-    manifest = _load_complete_backup(backup_dir)
-    bad = _corrupt(manifest, Path(backup_dir))
-    if bad:
-        raise RecoveryError(f"backup {manifest['backup_id']} is corrupt: {len(bad)} files fail their checksum "
-                            f"({', '.join(bad[:5])})")
-    return manifest
-
-
 def _free_path(path: Path) -> Path:
     """``path``, or ``path-2``, ``path-3``… : the first name nothing uses yet."""
     candidate, n = path, 1
