@@ -3,11 +3,13 @@
 from datetime import datetime, timezone
 
 import dagster as dg
+import pytest
 import yaml
 
 from atlasmart_dagster.defs.automation.schedules import daily_sales_schedule
 from atlasmart_dagster.defs.automation.sensors import landing_manifest_sensor
 from atlasmart_dagster.defs.partitions import range_tags
+from atlasmart_dagster.errors import LaneViolation
 from atlasmart_dagster.product.lanes import DAGSTER_BACKFILL_TAG, LANE_TAG, guard_backfill_scope, lane_of
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.dagster_instance import packaged_instance_config
@@ -39,12 +41,13 @@ def test_the_current_day_guard_applies_to_every_backfill_lane_run():
         range_tags("2026-09-20", "2026-09-21"),  # dagster asset materialize --partition-range
     ]
     for tags in tags_seen:
-        try:
+        # A LaneViolation is permanent: the step fails at once, no retry rewrites the current day.
+        with pytest.raises(LaneViolation) as refused:
             guard_backfill_scope(tags, ["2026-09-20", "2026-09-21"], NOW)
-        except Exception as error:  # noqa: BLE001 - the type is asserted below
-            assert "may not rewrite the current partition 2026-09-21" in str(error), tags
-        else:
-            raise AssertionError(f"not refused: {tags}")
+        assert str(refused.value) == (
+            "backfill lane may not rewrite the current partition 2026-09-21; name it explicitly with the tag "
+            "atlasmart/include_current=true (atlasmart backfill --include-current)"
+        ), tags
     guard_backfill_scope({**tags_seen[0], "atlasmart/include_current": "true"}, ["2026-09-21"], NOW)
     guard_backfill_scope({"dagster/partition": "2026-09-21"}, ["2026-09-21"], NOW)  # the current day's own load
 
