@@ -9,24 +9,20 @@ Global choices live here and nowhere else:
   Celery workers instead (dagster-celery, broker ``ATLASMART_CELERY_BROKER``),
   so the runs the daemon launches spread over worker machines;
 * one ``atlasmart`` resource, configured from the environment at run time.
+
+The assets are every asset and asset spec of the ``defs/assets`` package,
+found by Dagster's package loader: a new mart's module is loaded without a
+list to edit here.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Sequence
 
 import dagster as dg
 
-from .defs.assets.aggregates import agg_daily_sales
-from .defs.assets.consumers import CONSUMER_SPECS
-from .defs.assets.dimensions import dim_customer, dim_product
-from .defs.assets.facts import fact_sales
-from .defs.assets.marts import mart_executive_revenue, mart_finance_daily_sales
-from .defs.assets.raw import raw_order_lines
-from .defs.assets.served import SERVED_SPECS
-from .defs.assets.semantic import metric_gross_revenue
-from .defs.assets.sources import ERP_ORDER_LINES
-from .defs.assets.staging import stg_order_lines
+from .defs import assets as asset_modules
 from .defs.automation.jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job, reference_job
 from .defs.automation.schedules import daily_sales_schedule
 from .defs.automation.certification_sensor import certification_sensor
@@ -38,20 +34,7 @@ from .defs.resources import AtlasmartResource
 from .ops.incidents.incident_sensor import incident_sensor
 from .ops.run_reaper import stale_run_sensor
 
-ASSETS = [
-    ERP_ORDER_LINES,
-    raw_order_lines,
-    stg_order_lines,
-    fact_sales,
-    agg_daily_sales,
-    metric_gross_revenue,
-    mart_finance_daily_sales,
-    mart_executive_revenue,
-    dim_customer,
-    dim_product,
-    *SERVED_SPECS,
-    *CONSUMER_SPECS,
-]
+ASSETS = dg.load_assets_from_package_module(asset_modules, include_specs=True)
 ASSET_CHECKS = [
     partition_slos,
     certification_states,
@@ -97,10 +80,15 @@ def chosen_executor() -> dg.ExecutorDefinition:
     )
 
 
-def build_definitions(atlasmart: AtlasmartResource | None = None) -> dg.Definitions:
-    """The Definitions object; tests and drills pass a resource bound to a scratch home."""
+def build_definitions(
+    atlasmart: AtlasmartResource | None = None, extra_assets: Sequence[dg.AssetsDefinition] = ()
+) -> dg.Definitions:
+    """The Definitions object; tests and drills pass a resource bound to a scratch home.
+
+    ``extra_assets`` are assets defined outside the package (a test's toy mart).
+    """
     return dg.Definitions(
-        assets=ASSETS,
+        assets=[*ASSETS, *extra_assets],
         asset_checks=ASSET_CHECKS,
         jobs=[daily_sales_job, backfill_sales_job, dashboard_checks_job, reference_job],
         schedules=[daily_sales_schedule],

@@ -7,12 +7,11 @@ import argparse
 from ..domain.controls import ControlTuple
 from ..product.published_controls import controls_of, metric_revenue_of
 from ..product.serving import known_partitions, partition_statuses
-from ..store.tables import CERTIFIED_ASSETS, METRIC_GROSS_REVENUE, TABLES_BY_NAME
+from ..store.tables import CERTIFIED_ASSETS, CONTROL_ASSETS, REVENUE_ONLY, TABLES_BY_NAME
 from ..errors import UsageError
 from .context import CliContext, sales_date
 from .output import print_json, short, table
 
-CONTROL_ASSETS = ("fact_sales", "agg_daily_sales", "metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue")
 
 
 def cmd_status(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -41,7 +40,7 @@ def cmd_status(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _controls_at(platform, spec, partitions, snapshot_id=None) -> dict[str, ControlTuple]:
-    if spec == METRIC_GROSS_REVENUE:
+    if spec.controls == REVENUE_ONLY:
         revenue = metric_revenue_of(platform.warehouse, partitions, snapshot_id)
         return {p: ControlTuple(revenue_usd=v) for p, v in revenue.items()}
     return controls_of(platform.warehouse, spec, partitions, snapshot_id)
@@ -98,7 +97,7 @@ def cmd_controls(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.as_json:
         print_json({"asset": args.asset, "partitions": out})
         return 0
-    note = " (revenue only: the metric carries one measure)" if spec == METRIC_GROSS_REVENUE else ""
+    note = " (revenue only: the metric carries one measure)" if spec.controls == REVENUE_ONLY else ""
     print(f"{args.asset}{note}")
     certified_product = args.asset in CERTIFIED_ASSETS
     rows = [

@@ -12,16 +12,26 @@ import dagster as dg
 
 from ..domain.contracts import CANONICAL_NAMES, CHANNELS
 from ..domain.controls import CONTROL_FIELDS
+from ..store.tables import (
+    AGG_DAILY_SALES,
+    FACT_SALES,
+    MART_EXECUTIVE_REVENUE,
+    MART_FINANCE_DAILY_SALES,
+    METRIC_GROSS_REVENUE,
+    QUARANTINE_ORDER_LINES,
+    RAW_ORDER_LINES,
+    STG_ORDER_LINES,
+)
 
 SOURCE = "erp_order_lines"
-RAW = "raw_order_lines"
-STG = "stg_order_lines"
-QUARANTINE = "quarantine_order_lines"
-FACT = "fact_sales"
-AGG = "agg_daily_sales"
-METRIC = "metric_gross_revenue"
-FINANCE = "mart_finance_daily_sales"
-EXECUTIVE = "mart_executive_revenue"
+RAW = RAW_ORDER_LINES.name
+STG = STG_ORDER_LINES.name
+QUARANTINE = QUARANTINE_ORDER_LINES.name
+FACT = FACT_SALES.name
+AGG = AGG_DAILY_SALES.name
+METRIC = METRIC_GROSS_REVENUE.name
+FINANCE = MART_FINANCE_DAILY_SALES.name
+EXECUTIVE = MART_EXECUTIVE_REVENUE.name
 
 _STAGED = ("order_id", "line_no", "source_seq", "event_ts", "customer_id", "product_id", "channel", "quantity",
            "line_amount_usd", "line_cost_usd", "status")
@@ -84,15 +94,17 @@ COLUMN_LINEAGE: dict[str, dict[str, list[tuple[str, str]]]] = {
 }
 
 
-def column_lineage(asset: str) -> dg.TableColumnLineage:
-    """The ``dagster/column_lineage`` metadata value of ``asset``."""
+def column_lineage(asset: str, lineage: dict[str, list[tuple[str, str]]] | None = None) -> dg.TableColumnLineage:
+    """The ``dagster/column_lineage`` metadata value of ``asset`` (declared here, or given as ``lineage``)."""
+    if lineage is None and asset not in COLUMN_LINEAGE:
+        raise KeyError(f"no column lineage for {asset}: declare it in defs/lineage.py or pass it to its asset")
     return dg.TableColumnLineage(
         deps_by_column={
             column: [dg.TableColumnDep(asset_key=dg.AssetKey(a), column_name=c) for a, c in deps]
-            for column, deps in COLUMN_LINEAGE[asset].items()
+            for column, deps in (lineage if lineage is not None else COLUMN_LINEAGE[asset]).items()
         }
     )
 
 
-def lineage_metadata(asset: str) -> dict:
-    return {"dagster/column_lineage": column_lineage(asset)}
+def lineage_metadata(asset: str, lineage: dict[str, list[tuple[str, str]]] | None = None) -> dict:
+    return {"dagster/column_lineage": column_lineage(asset, lineage)}

@@ -41,6 +41,7 @@ from ..store.tables import (
     FACT_SALES,
     MART_EXECUTIVE_REVENUE,
     MART_FINANCE_DAILY_SALES,
+    METRIC_GROSS_REVENUE,
     STG_ORDER_LINES,
 )
 from .faults import drift_rename_field
@@ -406,7 +407,7 @@ class SemanticBugDrill(IncidentDrill):
                            f"pipeline check failures: {len(pipeline_failures)}")
         w.at(at("10:06"))
         (incident_id,) = self.detect()
-        self.triage(incident_id, origin_asset="metric_gross_revenue")
+        self.triage(incident_id, origin_asset=METRIC_GROSS_REVENUE.name)
         containment = self.wf.contain(incident_id, ONCALL, assets=[EXECUTIVE_DASHBOARD.asset], partitions=ALL_DAYS)
         w.signal("contained", f"withdrew {len(containment['withdrawn'])} dashboard certifications; the governed "
                               f"metric and marts reconcile ({format_money(governed)}) and stay certified")
@@ -454,7 +455,7 @@ class SemanticBugDrill(IncidentDrill):
             and marketplace > 0 and shown == governed - marketplace,
             "every_pipeline_check_green": not pipeline_failures,
             "classified_semantic_error": incident.latest("triage")["data"]["verdict"] == "semantic error",
-            "blast_radius_metric_marts_dashboards": radius["origin"] == "metric_gross_revenue"
+            "blast_radius_metric_marts_dashboards": radius["origin"] == METRIC_GROSS_REVENUE.name
             and set(radius["marts"]) == {"mart_finance_daily_sales", "mart_executive_revenue"}
             and EXECUTIVE_DASHBOARD.asset in radius["dashboards"],
             "affected_certification_withdrawn": len(containment["withdrawn"]) == len(ALL_DAYS),

@@ -25,7 +25,7 @@ from datetime import date
 
 import dagster as dg
 
-from ..defs.automation.jobs import DAILY_CHAIN
+from ..store.tables import DAILY_CHAIN
 from ..defs.partitions import FIRST_SALES_DATE, daily_partitions
 from ..errors import LaneViolation
 from ..product.lanes import BACKFILL, INCLUDE_CURRENT_TAG, LANE_TAG, current_partition

@@ -21,11 +21,10 @@ from typing import Any
 
 from ..store.ledger.partition_states import BUILT, CERTIFIED, WITHDRAWN
 from ..store.platform import Platform
-from ..store.tables import ALL_TABLES, CERTIFIED_ASSETS
+from ..store.tables import ALL_TABLES, CERTIFIED_ASSETS, CHAIN_PINS
 from ..store.warehouse import reachable_files
 from .incidents.incident_records import IncidentStore
 
-CHAIN_PINS = ("fact_sales", "agg_daily_sales", "metric_gross_revenue")
 ORPHAN_MIN_AGE_SECONDS = 3600
 
 

@@ -61,18 +61,16 @@ from ..store.ledger.partition_states import BUILT
 from ..store.platform import Platform
 from ..store.raw_store import sha256_file
 from ..store.tables import (
-    AGG_DAILY_SALES,
     CERTIFIED_ASSETS,
+    CONTROL_TUPLE,
     FACT_SALES,
-    MART_EXECUTIVE_REVENUE,
-    MART_FINANCE_DAILY_SALES,
     METRIC_GROSS_REVENUE,
     RAW_ORDER_LINES,
+    REGISTRY,
     TABLES_BY_NAME,
     TableSpec,
 )
 from ..store.warehouse import Warehouse, duckdb_connection, reachable_files
-from .maintenance import CHAIN_PINS
 
 BACKUP_FORMAT = 1
 MANIFEST_KEYS = ("backup_id", "home", "ledger_sha256", "catalog_sha256", "files")
@@ -84,10 +82,14 @@ DATA_ENTRIES = ("catalog.db", "catalog.db-journal", "ledger.db", "ledger.db-jour
 # Tables a partition can be rolled back: the certified ones, and the builds a
 # certification pins (maintenance keeps exactly those snapshots, so the
 # version to roll back to is still there).
-ROLLBACK_ASSETS = tuple(dict.fromkeys((*CERTIFIED_ASSETS, *CHAIN_PINS)))
-# Every table ``verify`` reads for a day's reconciliation, in the order the chain builds them.
-LAYER_TABLES = (RAW_ORDER_LINES, FACT_SALES, AGG_DAILY_SALES, METRIC_GROSS_REVENUE, MART_FINANCE_DAILY_SALES,
-                MART_EXECUTIVE_REVENUE)
+ROLLBACK_ASSETS = REGISTRY.names(lambda s: s.certified or s.pinned)
+
+
+def layer_tables() -> list[TableSpec]:
+    """Every table ``verify`` reads for a day's reconciliation, in the order the chain builds them."""
+    return REGISTRY.specs(lambda s: s is RAW_ORDER_LINES or s.controls is not None)
+
+
 # Called with (source, destination) before backup or restore writes: creates
 # the restore's staging folder, copies a file (SQLite backups included) or
 # renames a folder. Empty in production: tests register a hook raising OSError
@@ -415,7 +417,7 @@ def _layer_probes(platform: Platform) -> list[tuple[str, Callable[[str], Any]]]:
     """One reader per table a day's reconciliation reads, to find which one fails."""
     wh = platform.warehouse
     probes: list[tuple[str, Callable[[str], Any]]] = [(RAW_ORDER_LINES.name, lambda d: canonical_controls(platform, [d]))]
-    for spec in (FACT_SALES, AGG_DAILY_SALES, MART_FINANCE_DAILY_SALES, MART_EXECUTIVE_REVENUE):
+    for spec in REGISTRY.specs(lambda s: s.controls == CONTROL_TUPLE):
         probes.append((spec.name, lambda d, spec=spec: controls_of(wh, spec, [d])))
     probes.append((METRIC_GROSS_REVENUE.name, lambda d: metric_revenue_of(wh, [d])))
     return probes
@@ -426,7 +428,7 @@ def _check_layers(platform: Platform, days: list[str]) -> list[dict[str, Any]]:
     findings, readable = [], []
     for day in days:
         missing = []
-        for spec in LAYER_TABLES:
+        for spec in layer_tables():
             try:
                 files = _missing_files(platform.warehouse, spec, day, None)
             except Exception as exc:  # noqa: BLE001 - e.g. a manifest of the table is gone
@@ -485,7 +487,7 @@ def _never_built(platform: Platform, days: list[str]) -> list[dict[str, Any]]:
     candidates = [d for d in days if d not in built]
     if not candidates:
         return []
-    held = [platform.warehouse.partition_row_counts(spec, candidates) for spec in LAYER_TABLES if spec != RAW_ORDER_LINES]
+    held = [platform.warehouse.partition_row_counts(spec, candidates) for spec in layer_tables() if spec != RAW_ORDER_LINES]
     return [_finding("layers", "not_built", None, day, f"{day}: loaded to raw but never built (refused before "
                      "staging, e.g. at the contract gate): nothing after raw to reconcile")
             for day in candidates if not any(counts[day] for counts in held)]
@@ -622,7 +624,7 @@ def _pinned_snapshot(platform: Platform, asset: str, partition: str) -> int | No
     if asset in CERTIFIED_ASSETS:
         mine = ledger.partitions.served(asset, partition)
         return mine.certification.snapshot_id if mine else None
-    served = ledger.partitions.served("mart_finance_daily_sales", partition) or ledger.partitions.served("metric_gross_revenue", partition)
+    served = next(filter(None, (ledger.partitions.served(product, partition) for product in CERTIFIED_ASSETS)), None)
     if served is None:
         return None
     # As maintenance protects it: the newest build up to the one the certification was decided on.

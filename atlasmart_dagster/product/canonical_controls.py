@@ -12,13 +12,7 @@ from typing import Any
 
 from ..domain.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
 from ..store.platform import Platform
-from ..store.tables import (
-    AGG_DAILY_SALES,
-    FACT_SALES,
-    MART_EXECUTIVE_REVENUE,
-    MART_FINANCE_DAILY_SALES,
-    RAW_ORDER_LINES,
-)
+from ..store.tables import CONTROL_TUPLE, METRIC_GROSS_REVENUE, RAW_ORDER_LINES, REGISTRY
 from ..store.warehouse import duckdb_connection
 from ..transforms.staging import gate_sql
 from .published_controls import controls_of, metric_revenue_of
@@ -50,12 +44,7 @@ def verify_partitions(platform: Platform, partitions: list[str]) -> dict[str, An
     canonical = canonical_controls(platform, partitions)
     wh = platform.warehouse
     raw_rows = wh.partition_row_counts(RAW_ORDER_LINES, partitions)
-    layers = {
-        "fact_sales": controls_of(wh, FACT_SALES, partitions),
-        "agg_daily_sales": controls_of(wh, AGG_DAILY_SALES, partitions),
-        "mart_finance_daily_sales": controls_of(wh, MART_FINANCE_DAILY_SALES, partitions),
-        "mart_executive_revenue": controls_of(wh, MART_EXECUTIVE_REVENUE, partitions),
-    }
+    layers = {spec.name: controls_of(wh, spec, partitions) for spec in REGISTRY.specs(lambda s: s.controls == CONTROL_TUPLE)}
     metric = metric_revenue_of(wh, partitions)
     per_day, reconciled = {}, True
     for p in partitions:
@@ -65,7 +54,7 @@ def verify_partitions(platform: Platform, partitions: list[str]) -> dict[str, An
             # zero raw rows are evidence only when the day's manifests announced zero (a no-sales day)
             mismatches.append("no raw evidence for this day")
         if metric[p] != canonical[p].revenue_usd:
-            mismatches.append("metric_gross_revenue")
+            mismatches.append(METRIC_GROSS_REVENUE.name)
         reconciled &= not mismatches
         per_day[p] = {"canonical": str(canonical[p]), "mismatches": mismatches}
     return {"reconciled": reconciled, "per_day": per_day, "canonical_total": str(total(canonical.values()))}

@@ -31,14 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..domain.check_names import (
-    GRAIN_UNIQUE,
-    MART_MATCHES_AGG_AND_METRIC,
-    METRIC_MATCHES_AGG,
-    NO_NEGATIVE_MONEY,
-    QUALITY_WITHIN_THRESHOLDS,
-    STAGED_ROWS_RECONCILE,
-)
+from ..domain.check_names import QUALITY_WITHIN_THRESHOLDS
 from ..domain.controls import ControlTuple
 from ..store.ledger.holds import covering_hold
 from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
@@ -47,9 +40,9 @@ from ..store.tables import (
     AGG_DAILY_SALES,
     CERTIFIED_ASSETS,
     FACT_SALES,
-    MART_EXECUTIVE_REVENUE,
-    MART_FINANCE_DAILY_SALES,
     METRIC_GROSS_REVENUE,
+    REGISTRY,
+    STG_ORDER_LINES,
     TABLES_BY_NAME,
 )
 from .anomaly import PROFILE_KEY, judge, profile
@@ -57,19 +50,11 @@ from .contract_approvals import contract_of_day
 from .published_controls import controls_of, event_day_drift_of, fingerprints_of, metric_revenue_of
 from .restatements import RESTATEMENT_HELD, approved_controls
 
-# The check each certified asset must have passed in the building run.
-OWN_CHECK = {
-    METRIC_GROSS_REVENUE.name: METRIC_MATCHES_AGG,
-    MART_FINANCE_DAILY_SALES.name: MART_MATCHES_AGG_AND_METRIC,
-    MART_EXECUTIVE_REVENUE.name: MART_MATCHES_AGG_AND_METRIC,
-}
-# Checks of the upstream chain whose latest result for the day must be a pass.
-UPSTREAM_CHECKS = (
-    ("stg_order_lines", STAGED_ROWS_RECONCILE),
-    ("stg_order_lines", QUALITY_WITHIN_THRESHOLDS),
-    ("fact_sales", GRAIN_UNIQUE),
-    ("fact_sales", NO_NEGATIVE_MONEY),
-)
+
+
+def upstream_checks() -> list[tuple[str, str]]:
+    """Checks of the upstream chain whose latest result for the day must be a pass (the registry's gate_checks)."""
+    return [(spec.name, check) for spec in REGISTRY for check in spec.gate_checks]
 
 
 @dataclass
@@ -207,7 +192,7 @@ class GateEvidence:
     def profile(self, built: PartitionEvent, controls: ControlTuple) -> dict:
         """The day's measures under ``built``: controls, quarantined share, event-day drift."""
         fact = built if built.asset == FACT_SALES.name else self.latest_built(FACT_SALES.name, built.partition, built.id)
-        quality = self.latest_check("stg_order_lines", QUALITY_WITHIN_THRESHOLDS, built.partition)
+        quality = self.latest_check(STG_ORDER_LINES.name, QUALITY_WITHIN_THRESHOLDS, built.partition)
         drift = self.drift_lines(fact.snapshot_id, built.partition) if fact is not None else None
         return profile(controls, quality["observed"] if quality else None, drift)
 
@@ -241,7 +226,7 @@ def chain_reasons(evidence: GateEvidence, built: PartitionEvent) -> tuple[list[s
         mart = evidence.controls(TABLES_BY_NAME[built.asset], built.snapshot_id, partition)
         if mart != fact:
             reasons.append(f"{built.asset} {mart} differs from fact_sales {fact}")
-    for asset, check in UPSTREAM_CHECKS:
+    for asset, check in upstream_checks():
         latest = evidence.latest_check(asset, check, partition)
         if latest is None or not latest["passed"]:
             reasons.append(f"latest {asset}:{check} for {partition} is {'missing' if latest is None else 'failed'}")
@@ -256,7 +241,7 @@ def decide(evidence: GateEvidence, built: PartitionEvent, run_succeeded: bool) -
     run_checks = evidence.run_checks(built.run_id, built.partition)
     for failed in (c for c in run_checks if c["blocking"] and not c["passed"]):
         decision.reasons.append(f"blocking check {failed['asset']}:{failed['check_name']} failed in run {built.run_id}")
-    own = OWN_CHECK[built.asset]
+    own = TABLES_BY_NAME[built.asset].reconciled_by
     if not any(c["asset"] == built.asset and c["check_name"] == own and c["passed"] for c in run_checks):
         decision.reasons.append(f"{built.asset}:{own} did not pass in run {built.run_id}")
     hold = evidence.hold(built.asset, built.partition)

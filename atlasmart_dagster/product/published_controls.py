@@ -15,19 +15,10 @@ from typing import Sequence
 import duckdb
 
 from ..domain.controls import AGG_CONTROLS_SQL, FACT_CONTROLS_SQL, ControlTuple, controls_by_date
-from ..store.tables import (
-    AGG_DAILY_SALES,
-    FACT_SALES,
-    MART_EXECUTIVE_REVENUE,
-    MART_FINANCE_DAILY_SALES,
-    METRIC_GROSS_REVENUE,
-    TableSpec,
-)
+from ..store.tables import CONTROL_TUPLE, FACT_SALES, METRIC_GROSS_REVENUE, TableSpec
 from ..store.warehouse import Warehouse, duckdb_connection
 from .fingerprints import fingerprint_relation, fingerprints_by_partition
 
-# Assets whose rows carry the six control columns (one row per day).
-AGG_SHAPED = (AGG_DAILY_SALES, MART_FINANCE_DAILY_SALES, MART_EXECUTIVE_REVENUE)
 
 
 def _fill(partitions: Sequence[str], found: dict) -> dict:
@@ -48,7 +39,7 @@ def controls_of(
         view = warehouse.register(con, spec, partitions, snapshot_id, name=f"ctl_{spec.name}")
         if spec == FACT_SALES:
             found = controls_by_date(con, FACT_CONTROLS_SQL, view)
-        elif spec in AGG_SHAPED:
+        elif spec.controls == CONTROL_TUPLE:  # aggregate-shaped: one row per day with the six control columns
             found = controls_by_date(con, AGG_CONTROLS_SQL, view)
         else:
             raise ValueError(f"{spec.name} carries no control tuple")

@@ -1,14 +1,26 @@
-"""Table definitions of the warehouse: one place that says what every table holds.
+"""The registry of the warehouse's tables: one place that says what every table is and holds.
 
 Each ``TableSpec`` gives the columns (DuckDB type names, mapped to Iceberg and
 Arrow types here), the partition column and the grain (the key that orders
-rows canonically for fingerprints). All columns are optional in Iceberg: the
+rows canonically for fingerprints), and what the rest of the product needs to
+know about it: its layer (also its Dagster group), whether consumers read it
+only certified, which checks guard it, whether it carries the control tuple
+and whether certification pins it. All columns are optional in Iceberg: the
 rules a column must satisfy are enforced by checks that explain themselves,
 not by a writer error.
+
+Every list of table names the product uses (the daily chain, the certified
+products, the control-carrying layers, the snapshots maintenance protects, the
+layers of the access policy) is a view of ``REGISTRY`` declared at the end of
+this module. The views are live: a table registered later (a new mart, or a
+test's toy mart, ``REGISTRY.registered(spec)``) is in every one of them, and
+none is kept by hand. ``docs/adding-a-mart.md`` says what a new mart touches.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -28,9 +40,30 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from ..domain.check_names import (
+    GRAIN_UNIQUE,
+    MART_MATCHES_AGG_AND_METRIC,
+    METRIC_MATCHES_AGG,
+    NO_NEGATIVE_MONEY,
+    QUALITY_WITHIN_THRESHOLDS,
+    STAGED_ROWS_RECONCILE,
+)
 from ..domain.contracts import CANONICAL_FIELDS, CHANNELS
 
 NAMESPACE = "atlasmart"
+
+# Layers, in data-flow order. Each is also the Dagster group of its assets.
+INGEST = "ingest"
+STAGING = "staging"
+FACTS = "facts"
+AGGREGATES = "aggregates"
+SEMANTIC = "semantic"
+MARTS = "marts"
+DIMENSIONS = "dimensions"
+
+# What a table's partitions carry that reconciles hop to hop (``atlasmart controls``, ``verify``).
+CONTROL_TUPLE = "control_tuple"  # paid lines, orders, units, revenue, cost, profit
+REVENUE_ONLY = "revenue_only"  # the governed metric: revenue per channel
 
 _TYPES: dict[str, tuple[IcebergType, pa.DataType]] = {
     "DATE": (DateType(), pa.date32()),
@@ -58,6 +91,24 @@ class TableSpec:
     grain: tuple[str, ...]
     partition_column: str | None = "sales_date"
     description: str = ""
+    layer: str = ""
+    # A certified product: consumers read each day only at its served certification.
+    certified: bool = False
+    # A certified product's own reconciliation check, which the building run must pass.
+    reconciled_by: str | None = None
+    # Checks of this table whose latest result for a day must be a pass before any product of the day certifies.
+    gate_checks: tuple[str, ...] = ()
+    # CONTROL_TUPLE, REVENUE_ONLY, or None: what ``atlasmart controls`` and ``verify`` read of it.
+    controls: str | None = None
+    # The governed chain under every product: a certification re-reads it at the snapshot its build was made on.
+    pinned: bool = False
+    # What consumers call it (incident notices).
+    title: str = ""
+
+    @property
+    def daily(self) -> bool:
+        """Partitioned by business day: part of the daily chain (the dimensions are not)."""
+        return self.partition_column is not None
 
     @property
     def identifier(self) -> str:
@@ -108,6 +159,7 @@ _CANONICAL_TYPED = tuple(
 
 RAW_ORDER_LINES = TableSpec(
     name="raw_order_lines",
+    layer=INGEST,
     description="Every landed source row of a day, typed where possible, with its batch lineage.",
     columns=(
         Column("partition_date", "DATE", "sales_date of the batch manifest"),
@@ -141,6 +193,8 @@ _STAGED_BUSINESS = _cols(
 
 STG_ORDER_LINES = TableSpec(
     name="stg_order_lines",
+    layer=STAGING,
+    gate_checks=(STAGED_ROWS_RECONCILE, QUALITY_WITHIN_THRESHOLDS),
     description="Accepted order line versions; is_current marks the newest version of each key.",
     columns=(Column("sales_date", "DATE"),)
     + _STAGED_BUSINESS
@@ -150,6 +204,7 @@ STG_ORDER_LINES = TableSpec(
 
 QUARANTINE_ORDER_LINES = TableSpec(
     name="quarantine_order_lines",
+    layer=STAGING,
     description="Rows the quality gate refused, one reason per row.",
     columns=_cols(
         ("sales_date", "DATE"),
@@ -176,6 +231,10 @@ QUARANTINE_ORDER_LINES = TableSpec(
 
 FACT_SALES = TableSpec(
     name="fact_sales",
+    layer=FACTS,
+    gate_checks=(GRAIN_UNIQUE, NO_NEGATIVE_MONEY),
+    controls=CONTROL_TUPLE,
+    pinned=True,
     description="One current accepted paid order line per (order_id, line_no).",
     columns=_cols(
         ("sales_date", "DATE"),
@@ -206,6 +265,9 @@ _CONTROL_COLUMNS = _cols(
 
 AGG_DAILY_SALES = TableSpec(
     name="agg_daily_sales",
+    layer=AGGREGATES,
+    controls=CONTROL_TUPLE,
+    pinned=True,
     description="One row per sales_date with the control tuple.",
     columns=(Column("sales_date", "DATE"),) + _CONTROL_COLUMNS,
     grain=("sales_date",),
@@ -213,6 +275,12 @@ AGG_DAILY_SALES = TableSpec(
 
 METRIC_GROSS_REVENUE = TableSpec(
     name="metric_gross_revenue",
+    layer=SEMANTIC,
+    certified=True,
+    reconciled_by=METRIC_MATCHES_AGG,
+    controls=REVENUE_ONLY,
+    pinned=True,
+    title="Gross revenue (governed metric)",
     description="The governed gross revenue metric per sales_date and channel.",
     columns=_cols(
         ("sales_date", "DATE"),
@@ -226,6 +294,11 @@ METRIC_GROSS_REVENUE = TableSpec(
 
 MART_FINANCE_DAILY_SALES = TableSpec(
     name="mart_finance_daily_sales",
+    layer=MARTS,
+    certified=True,
+    reconciled_by=MART_MATCHES_AGG_AND_METRIC,
+    controls=CONTROL_TUPLE,
+    title="Finance daily sales",
     description="Certified daily sales for finance: the full control tuple and margin.",
     columns=(Column("sales_date", "DATE"),)
     + _CONTROL_COLUMNS
@@ -235,6 +308,11 @@ MART_FINANCE_DAILY_SALES = TableSpec(
 
 MART_EXECUTIVE_REVENUE = TableSpec(
     name="mart_executive_revenue",
+    layer=MARTS,
+    certified=True,
+    reconciled_by=MART_MATCHES_AGG_AND_METRIC,
+    controls=CONTROL_TUPLE,
+    title="Executive revenue",
     description="Certified executive revenue: governed revenue, its channel split, profit and order value.",
     columns=_cols(("sales_date", "DATE"), ("revenue_usd", "DECIMAL(18,2)"))
     + tuple(Column(f"revenue_{c}_usd", "DECIMAL(18,2)", f"governed revenue from channel {c}") for c in CHANNELS)
@@ -253,6 +331,7 @@ MART_EXECUTIVE_REVENUE = TableSpec(
 
 DIM_CUSTOMER = TableSpec(
     name="dim_customer",
+    layer=DIMENSIONS,
     description="Customers. full_name and email are PII.",
     columns=_cols(
         ("customer_id", "VARCHAR"),
@@ -266,13 +345,110 @@ DIM_CUSTOMER = TableSpec(
 
 DIM_PRODUCT = TableSpec(
     name="dim_product",
+    layer=DIMENSIONS,
     description="Products.",
     columns=_cols(("product_id", "VARCHAR"), ("product_name", "VARCHAR"), ("category", "VARCHAR")),
     grain=("product_id",),
     partition_column=None,
 )
 
-ALL_TABLES: tuple[TableSpec, ...] = (
+class TableNames(Sequence[str]):
+    """A live, ordered view of the registry: the names of the tables that satisfy ``where``, read at each use."""
+
+    def __init__(self, registry: "TableRegistry", where: Callable[[TableSpec], bool]):
+        self._registry = registry
+        self._where = where
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(spec.name for spec in self._registry if self._where(spec))
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and not isinstance(other, str) and self._names() == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]  # it changes with the registry
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+class _SpecsByName(Mapping[str, TableSpec]):
+    """The registry as a mapping from table name to spec (live, like every view)."""
+
+    def __init__(self, registry: "TableRegistry"):
+        self._registry = registry
+
+    def __getitem__(self, name: str) -> TableSpec:
+        return self._registry.spec(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([spec.name for spec in self._registry])
+
+    def __len__(self) -> int:
+        return len(self._registry)
+
+
+class TableRegistry:
+    """Every table of the warehouse, in data-flow order; iterating gives the specs."""
+
+    def __init__(self, specs: Sequence[TableSpec]):
+        self._specs: dict[str, TableSpec] = {}
+        for spec in specs:
+            self.register(spec)
+
+    def __iter__(self) -> Iterator[TableSpec]:
+        return iter(tuple(self._specs.values()))
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def spec(self, name: str) -> TableSpec:
+        return self._specs[name]
+
+    def register(self, spec: TableSpec) -> None:
+        """Add a table (after every table already known: the data-flow order is the registration order)."""
+        if spec.name in self._specs:
+            raise ValueError(f"table {spec.name!r} is already registered")
+        if spec.certified and spec.reconciled_by is None:
+            raise ValueError(f"certified product {spec.name!r} names no reconciliation check (reconciled_by)")
+        if spec.certified and not spec.daily:
+            raise ValueError(f"certified product {spec.name!r} must be partitioned by day")
+        self._specs[spec.name] = spec
+
+    def unregister(self, name: str) -> None:
+        del self._specs[name]
+
+    @contextmanager
+    def registered(self, *specs: TableSpec) -> Iterator[None]:
+        """Tables that exist only within the block (a test's toy mart)."""
+        for spec in specs:
+            self.register(spec)
+        try:
+            yield
+        finally:
+            for spec in specs:
+                self.unregister(spec.name)
+
+    def names(self, where: Callable[[TableSpec], bool]) -> TableNames:
+        return TableNames(self, where)
+
+    def specs(self, where: Callable[[TableSpec], bool]) -> list[TableSpec]:
+        """The specs that satisfy ``where`` now, in data-flow order."""
+        return [spec for spec in self if where(spec)]
+
+
+REGISTRY = TableRegistry((
     RAW_ORDER_LINES,
     STG_ORDER_LINES,
     QUARANTINE_ORDER_LINES,
@@ -283,7 +459,21 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     MART_EXECUTIVE_REVENUE,
     DIM_CUSTOMER,
     DIM_PRODUCT,
-)
-TABLES_BY_NAME = {t.name: t for t in ALL_TABLES}
+))
+
+# The views. Each is derived from the specs' own attributes; none lists a table.
+ALL_TABLES = REGISTRY
+TABLES_BY_NAME: Mapping[str, TableSpec] = _SpecsByName(REGISTRY)
+# The day-partitioned tables, in data-flow order: what one load of a day builds.
+DAILY_CHAIN = REGISTRY.names(lambda s: s.daily)
 # The tables consumers read, and only at a certified snapshot of each partition.
-CERTIFIED_ASSETS = (METRIC_GROSS_REVENUE.name, MART_FINANCE_DAILY_SALES.name, MART_EXECUTIVE_REVENUE.name)
+CERTIFIED_ASSETS = REGISTRY.names(lambda s: s.certified)
+# The certified marts (the products whose delivery has SLOs; the metric is their input).
+CERTIFIED_MARTS = REGISTRY.names(lambda s: s.certified and s.layer == MARTS)
+# Day-partitioned tables that are not products: what the engineering roles build and read.
+ENGINEERING_TABLES = REGISTRY.names(lambda s: s.daily and not s.certified)
+DIMENSION_TABLES = REGISTRY.names(lambda s: not s.daily)
+# Tables whose partitions carry figures that reconcile hop to hop.
+CONTROL_ASSETS = REGISTRY.names(lambda s: s.controls is not None)
+# The governed chain a certification pins, by the snapshot under its build.
+CHAIN_PINS = REGISTRY.names(lambda s: s.pinned)

@@ -7,41 +7,34 @@ from ...domain.controls import AGG_CONTROLS_SQL, ControlTuple, controls_by_date
 from ...store.tables import AGG_DAILY_SALES, FACT_SALES
 from ...store.warehouse import duckdb_connection, plan_chunks
 from ...transforms.aggregates import agg_daily_sales_sql
-from ..checks.reconciliation_checks import AGG_MATCHES_FACT_SPEC, agg_matches_fact
-from ..lineage import lineage_metadata
-from ..partitions import BACKFILL_POLICY, daily_partitions
 from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified
+from ..retries import classified
+from .asset_args import DAILY_ASSET_ARGS, table_asset_args
+from .reconciliation import AGG_MATCHES_FACT_SPEC, agg_matches_fact
 from .step import Step
 
 
 @dg.multi_asset(
     specs=[
         dg.AssetSpec(
-            "agg_daily_sales",
-            deps=["fact_sales"],
+            AGG_DAILY_SALES.name,
+            **table_asset_args(AGG_DAILY_SALES, deps=[FACT_SALES.name], owners=["team:data-platform"]),
             description=(
                 "Daily sales totals: one row per sales_date with paid lines, orders, units, revenue, cost, profit. "
                 "Grain: sales_date. Every loaded day has a row (zeros when nothing was sold). Reconciled against "
                 "fact_sales by the blocking check agg_matches_fact, in the same step, before anything downstream "
                 "may build."
             ),
-            group_name="aggregates",
-            kinds={"iceberg", "duckdb"},
-            owners=["team:data-platform"],
-            metadata=lineage_metadata("agg_daily_sales"),
         )
     ],
     check_specs=[AGG_MATCHES_FACT_SPEC],
     can_subset=True,  # the check alone re-reads what is published (reconciliation after a suspected fault)
-    partitions_def=daily_partitions,
-    backfill_policy=BACKFILL_POLICY,
-    retry_policy=STORAGE_RETRY_POLICY,
+    **DAILY_ASSET_ARGS,
 )
 @classified
 def agg_daily_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
     """Build the day totals from fact_sales, then reconcile what was published with fact_sales."""
-    step = Step(context, atlasmart, "agg_daily_sales")
+    step = Step(context, atlasmart, AGG_DAILY_SALES.name)
     if step.builds:
         yield _build(step)
     if step.runs_check(AGG_MATCHES_FACT_SPEC.name):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dagster as dg
 
+from ...store.tables import MART_EXECUTIVE_REVENUE, MART_FINANCE_DAILY_SALES, METRIC_GROSS_REVENUE
+
 DASHBOARD_FINANCE = dg.AssetSpec(
     "dashboard_finance_daily_sales",
-    deps=["mart_finance_daily_sales"],
+    deps=[MART_FINANCE_DAILY_SALES.name],
     description="BI dashboard: daily revenue, cost, profit and margin for the finance team.",
     group_name="consumers",
     owners=["team:finance-bi"],
@@ -21,7 +23,7 @@ DASHBOARD_FINANCE = dg.AssetSpec(
 
 DASHBOARD_EXECUTIVE = dg.AssetSpec(
     "dashboard_executive_revenue",
-    deps=["mart_executive_revenue", "metric_gross_revenue"],
+    deps=[MART_EXECUTIVE_REVENUE.name, METRIC_GROSS_REVENUE.name],
     description="Executive KPI dashboard: governed revenue, channel split, margin, order value.",
     group_name="consumers",
     owners=["team:executive-reporting"],
@@ -31,7 +33,7 @@ DASHBOARD_EXECUTIVE = dg.AssetSpec(
 
 CONSUMERS_FINANCE = dg.AssetSpec(
     "consumer_group_finance",
-    deps=["dashboard_finance_daily_sales", "mart_finance_daily_sales"],
+    deps=[DASHBOARD_FINANCE.key.to_user_string(), MART_FINANCE_DAILY_SALES.name],
     description="Finance analysts and controllers (month-end close, revenue reporting).",
     group_name="consumers",
     owners=["team:finance"],
@@ -41,7 +43,7 @@ CONSUMERS_FINANCE = dg.AssetSpec(
 
 CONSUMERS_EXECUTIVE = dg.AssetSpec(
     "consumer_group_executives",
-    deps=["dashboard_executive_revenue"],
+    deps=[DASHBOARD_EXECUTIVE.key.to_user_string()],
     description="Executive leadership team (daily revenue review).",
     group_name="consumers",
     owners=["team:executive-office"],

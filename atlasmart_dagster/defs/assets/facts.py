@@ -9,29 +9,19 @@ from ...domain.controls import FACT_CONTROL_COLUMNS, FACT_CONTROLS_SQL, ControlT
 from ...store.tables import FACT_SALES, STG_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
 from ...transforms.facts import fact_sales_sql
-from ..lineage import lineage_metadata
-from ..partitions import BACKFILL_POLICY, daily_partitions
 from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified
+from ..retries import classified
+from .asset_args import DAILY_ASSET_ARGS, blocking_check, table_asset_args
 from .step import CheckOutcome, Step
 
 
 @dg.asset(
-    deps=["stg_order_lines"],
-    partitions_def=daily_partitions,
-    backfill_policy=BACKFILL_POLICY,
-    retry_policy=STORAGE_RETRY_POLICY,
-    group_name="facts",
-    kinds={"iceberg", "duckdb"},
-    owners=["team:data-platform"],
-    metadata=lineage_metadata("fact_sales"),
+    **table_asset_args(FACT_SALES, deps=[STG_ORDER_LINES.name], owners=["team:data-platform"]),
+    **DAILY_ASSET_ARGS,
     check_specs=[
-        dg.AssetCheckSpec(GRAIN_UNIQUE, asset="fact_sales", blocking=True, partitions_def=daily_partitions,
-                          description="(order_id, line_no) is unique within the day."),
-        dg.AssetCheckSpec(NO_NEGATIVE_MONEY, asset="fact_sales", blocking=True, partitions_def=daily_partitions,
-                          description="revenue_usd and cost_usd are never negative."),
-        dg.AssetCheckSpec(FACT_MATCHES_STAGING, asset="fact_sales", blocking=True, partitions_def=daily_partitions,
-                          description="Published fact controls equal the current paid lines in staging."),
+        blocking_check(GRAIN_UNIQUE, FACT_SALES, "(order_id, line_no) is unique within the day."),
+        blocking_check(NO_NEGATIVE_MONEY, FACT_SALES, "revenue_usd and cost_usd are never negative."),
+        blocking_check(FACT_MATCHES_STAGING, FACT_SALES, "Published fact controls equal the current paid lines in staging."),
     ],
 )
 @classified
@@ -43,10 +33,10 @@ def fact_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
     per day from staging; the published rows are read back and reconciled
     against staging before the step succeeds.
     """
-    step = Step(context, atlasmart, "fact_sales")
-    grain = CheckOutcome("fact_sales", GRAIN_UNIQUE, True, "(order_id, line_no) unique per day")
-    money = CheckOutcome("fact_sales", NO_NEGATIVE_MONEY, True, "no negative revenue or cost")
-    matches = CheckOutcome("fact_sales", FACT_MATCHES_STAGING, True, "fact controls = staged current paid lines")
+    step = Step(context, atlasmart, FACT_SALES.name)
+    grain = CheckOutcome(FACT_SALES.name, GRAIN_UNIQUE, True, "(order_id, line_no) unique per day")
+    money = CheckOutcome(FACT_SALES.name, NO_NEGATIVE_MONEY, True, "no negative revenue or cost")
+    matches = CheckOutcome(FACT_SALES.name, FACT_MATCHES_STAGING, True, "fact controls = staged current paid lines")
     counts = step.warehouse.partition_row_counts(STG_ORDER_LINES, step.partitions)
     per_partition = {}
     con = duckdb_connection()

@@ -1,7 +1,13 @@
-"""Mart layer: certified marts for finance and executives, built from the governed metric."""
+"""Mart layer: certified marts for finance and executives, built from the governed metric.
+
+``certified_mart`` makes a mart's asset from its spec in the table registry,
+its SQL and the checks beyond the reconciliation every mart has; a new mart is
+one call of it (docs/adding-a-mart.md).
+"""
 
 
 from datetime import timedelta
+from typing import Callable, Sequence
 
 import dagster as dg
 
@@ -14,18 +20,20 @@ from ...store.tables import (
 )
 from ...store.warehouse import duckdb_connection, plan_chunks
 from ...transforms.marts import executive_mart_sql, finance_mart_sql
-from ..checks.reconciliation_checks import (
+from ..resources import AtlasmartResource
+from ..retries import classified
+from .asset_args import DAILY_ASSET_ARGS, table_asset_args
+from .certification_candidates import record_certification_candidates
+from .reconciliation import (
     CHANNEL_SPLIT_ADDS_UP_SPEC,
     channel_split_adds_up,
     mart_matches_agg_and_metric,
     mart_matches_agg_and_metric_spec,
 )
-from ..lineage import lineage_metadata
-from ..partitions import BACKFILL_POLICY, daily_partitions
-from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified
-from .certification_candidates import record_certification_candidates
-from .step import Step
+from .step import CheckOutcome, Step
+
+# A check beyond the mart's reconciliation, and what evaluates it in the mart's step.
+MartCheck = tuple[dg.AssetCheckSpec, Callable[[Step], CheckOutcome]]
 
 # For the UI only: Dagster evaluates freshness on the newest materialization of
 # any partition. Per-partition SLOs are measured by AtlasMart (see product/slo.py).
@@ -52,64 +60,66 @@ def _mart_step(context, atlasmart: AtlasmartResource, spec: TableSpec, build, ch
         yield from step.report_checks(outcomes)
 
 
-def _mart(name: str, owner: str, description: str, check_specs: list[dg.AssetCheckSpec]):
-    return dg.multi_asset(
+def certified_mart(
+    table: TableSpec,
+    *,
+    owner: str,
+    description: str,
+    build: Callable[[], str],
+    checks: Sequence[MartCheck] = (),
+    lineage: dict[str, list[tuple[str, str]]] | None = None,
+) -> dg.AssetsDefinition:
+    """The asset of a certified mart: ``build()`` is its SQL over ``agg_daily_sales`` and the governed metric.
+
+    Every mart carries the control tuple and is reconciled in its own step
+    with the aggregate and the governed metric (``mart_matches_agg_and_metric``,
+    blocking), then with ``checks``; the certification gate certifies it per
+    day from what those checks recorded (``table.certified``).
+    """
+    reconciles = mart_matches_agg_and_metric_spec(table)
+    evaluated: list[MartCheck] = [(reconciles, lambda step: mart_matches_agg_and_metric(step, table)), *checks]
+
+    @dg.multi_asset(
+        name=table.name,
         specs=[
             dg.AssetSpec(
-                name,
-                deps=["agg_daily_sales", "metric_gross_revenue"],
+                table.name,
+                **table_asset_args(table, deps=[AGG_DAILY_SALES.name, METRIC_GROSS_REVENUE.name], owners=[owner],
+                                   lineage=lineage),
                 description=description,
-                group_name="marts",
-                kinds={"iceberg", "duckdb"},
-                owners=[owner],
-                metadata=lineage_metadata(name),
                 freshness_policy=MART_FRESHNESS,
             )
         ],
-        check_specs=check_specs,
+        check_specs=[spec for spec, _ in evaluated],
         can_subset=True,  # its checks alone re-read what is published
-        partitions_def=daily_partitions,
-        backfill_policy=BACKFILL_POLICY,
-        retry_policy=STORAGE_RETRY_POLICY,
+        **DAILY_ASSET_ARGS,
     )
+    @classified
+    def mart(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
+        yield from _mart_step(context, atlasmart, table, build, evaluated)
+
+    return mart
 
 
-_FINANCE_RECONCILES = mart_matches_agg_and_metric_spec(MART_FINANCE_DAILY_SALES.name)
-_EXECUTIVE_RECONCILES = mart_matches_agg_and_metric_spec(MART_EXECUTIVE_REVENUE.name)
-
-
-@_mart(
-    MART_FINANCE_DAILY_SALES.name,
-    "team:finance-data",
-    "Certified finance daily sales: the full control tuple and gross margin per sales_date. Grain: sales_date. "
-    "Revenue is the governed metric; the other figures come from agg_daily_sales. Consumers read it only through "
-    "its certified snapshot per partition (atlasmart status; never-certified days read as absent, not as zeros).",
-    [_FINANCE_RECONCILES],
+mart_finance_daily_sales = certified_mart(
+    MART_FINANCE_DAILY_SALES,
+    owner="team:finance-data",
+    description=(
+        "Certified finance daily sales: the full control tuple and gross margin per sales_date. Grain: sales_date. "
+        "Revenue is the governed metric; the other figures come from agg_daily_sales. Consumers read it only through "
+        "its certified snapshot per partition (atlasmart status; never-certified days read as absent, not as zeros)."
+    ),
+    build=finance_mart_sql,
 )
-@classified
-def mart_finance_daily_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
-    """Build the finance mart, then reconcile it with the aggregate and the governed metric."""
-    yield from _mart_step(
-        context, atlasmart, MART_FINANCE_DAILY_SALES, finance_mart_sql,
-        [(_FINANCE_RECONCILES, lambda step: mart_matches_agg_and_metric(step, MART_FINANCE_DAILY_SALES))],
-    )
 
-
-@_mart(
-    MART_EXECUTIVE_REVENUE.name,
-    "team:executive-reporting",
-    "Certified executive revenue: governed revenue with its channel split, profit, margin, order value. "
-    "Grain: sales_date. revenue_<channel>_usd columns split the governed metric by channel and add up to "
-    "revenue_usd. Read through certified snapshots only.",
-    [_EXECUTIVE_RECONCILES, CHANNEL_SPLIT_ADDS_UP_SPEC],
+mart_executive_revenue = certified_mart(
+    MART_EXECUTIVE_REVENUE,
+    owner="team:executive-reporting",
+    description=(
+        "Certified executive revenue: governed revenue with its channel split, profit, margin, order value. "
+        "Grain: sales_date. revenue_<channel>_usd columns split the governed metric by channel and add up to "
+        "revenue_usd. Read through certified snapshots only."
+    ),
+    build=executive_mart_sql,
+    checks=[(CHANNEL_SPLIT_ADDS_UP_SPEC, channel_split_adds_up)],
 )
-@classified
-def mart_executive_revenue(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
-    """Build the executive mart, then reconcile it and check that its channel split adds up."""
-    yield from _mart_step(
-        context, atlasmart, MART_EXECUTIVE_REVENUE, executive_mart_sql,
-        [
-            (_EXECUTIVE_RECONCILES, lambda step: mart_matches_agg_and_metric(step, MART_EXECUTIVE_REVENUE)),
-            (CHANNEL_SPLIT_ADDS_UP_SPEC, channel_split_adds_up),
-        ],
-    )

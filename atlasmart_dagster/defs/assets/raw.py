@@ -13,10 +13,9 @@ from ...store.landing import batch_sql, field_types, file_format
 from ...store.ledger.partition_states import BLOCKED_UPSTREAM
 from ...store.tables import RAW_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
-from ..lineage import lineage_metadata
-from ..partitions import BACKFILL_POLICY, daily_partitions
 from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified
+from ..retries import classified
+from .asset_args import DAILY_ASSET_ARGS, blocking_check, table_asset_args
 from .step import CheckOutcome, Step
 
 
@@ -78,29 +77,13 @@ def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
 
 
 @dg.asset(
-    deps=["erp_order_lines"],
-    metadata=lineage_metadata("raw_order_lines"),
-    partitions_def=daily_partitions,
-    backfill_policy=BACKFILL_POLICY,
-    retry_policy=STORAGE_RETRY_POLICY,
-    group_name="ingest",
-    kinds={"iceberg", "duckdb"},
-    owners=["team:data-platform"],
+    **table_asset_args(RAW_ORDER_LINES, deps=["erp_order_lines"], owners=["team:data-platform"]),
+    **DAILY_ASSET_ARGS,
     check_specs=[
-        dg.AssetCheckSpec(
-            MANIFEST_ROWS_MATCH,
-            asset="raw_order_lines",
-            blocking=True,
-            partitions_def=daily_partitions,
-            description="Rows published for the day equal the sum of expected_rows of its batch manifests.",
-        ),
-        dg.AssetCheckSpec(
-            SOURCE_CONTRACT_CONFORMS,
-            asset="raw_order_lines",
-            blocking=True,
-            partitions_def=daily_partitions,
-            description="Every batch of the day has exactly the field layout of its source contract.",
-        ),
+        blocking_check(MANIFEST_ROWS_MATCH, RAW_ORDER_LINES,
+                       "Rows published for the day equal the sum of expected_rows of its batch manifests."),
+        blocking_check(SOURCE_CONTRACT_CONFORMS, RAW_ORDER_LINES,
+                       "Every batch of the day has exactly the field layout of its source contract."),
     ],
 )
 @classified
@@ -118,7 +101,7 @@ def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     the raw store (a re-run or repair never reads the landing zone again).
     Values that fail to cast are kept as NULL and listed in type_error_fields.
     """
-    step = Step(context, atlasmart, "raw_order_lines")
+    step = Step(context, atlasmart, RAW_ORDER_LINES.name)
     guard_backfill_scope(step.tags, step.partitions, step.now())
     started = step.now(RUN_STARTED)
     with step.ledger.transaction():
@@ -135,10 +118,10 @@ def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
                 )
 
     rows_check = CheckOutcome(
-        "raw_order_lines", MANIFEST_ROWS_MATCH, True, "published rows = sum of manifest expected_rows"
+        RAW_ORDER_LINES.name, MANIFEST_ROWS_MATCH, True, "published rows = sum of manifest expected_rows"
     )
     contract_check = CheckOutcome(
-        "raw_order_lines", SOURCE_CONTRACT_CONFORMS, True, "batch field layout = source contract"
+        RAW_ORDER_LINES.name, SOURCE_CONTRACT_CONFORMS, True, "batch field layout = source contract"
     )
     per_partition: dict[str, dict] = {}
     expected = {p: s.expected_rows for p, s in sources.items()}

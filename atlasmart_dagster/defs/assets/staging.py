@@ -9,10 +9,9 @@ from ...store.ledger.partition_states import BUILT
 from ...store.tables import QUARANTINE_ORDER_LINES, RAW_ORDER_LINES, STG_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
 from ...transforms.staging import REASONS, run_gate
-from ..lineage import lineage_metadata
-from ..partitions import BACKFILL_POLICY, daily_partitions
 from ..resources import AtlasmartResource
-from ..retries import STORAGE_RETRY_POLICY, classified
+from ..retries import classified
+from .asset_args import DAILY_ASSET_ARGS, blocking_check, table_asset_args
 from .step import CheckOutcome, Step
 
 
@@ -32,65 +31,46 @@ def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | Non
 @dg.multi_asset(
     specs=[
         dg.AssetSpec(
-            "stg_order_lines",
-            deps=["raw_order_lines"],
+            STG_ORDER_LINES.name,
+            **table_asset_args(STG_ORDER_LINES, deps=[RAW_ORDER_LINES.name], owners=["team:data-platform"]),
             description=(
                 "Order line versions that passed the quality gate. Grain: (order_id, line_no, source_seq). "
                 "is_current marks the newest accepted version of each order line; earlier versions stay as "
                 "history. Non-paid lines are accepted here and excluded from fact_sales."
             ),
-            group_name="staging",
-            kinds={"iceberg", "duckdb"},
-            owners=["team:data-platform"],
-            metadata=lineage_metadata("stg_order_lines"),
         ),
         dg.AssetSpec(
-            "quarantine_order_lines",
-            deps=["raw_order_lines"],
+            QUARANTINE_ORDER_LINES.name,
+            **table_asset_args(QUARANTINE_ORDER_LINES, deps=[RAW_ORDER_LINES.name], owners=["team:data-platform"]),
             description=(
                 "Rows the quality gate refused, one reason per row (" + ", ".join(REASONS) + "), with the "
                 "raw text of values that failed to cast. Kept for diagnosis; never read by consumers."
             ),
-            group_name="staging",
-            kinds={"iceberg", "duckdb"},
-            owners=["team:data-platform"],
-            metadata=lineage_metadata("quarantine_order_lines"),
         ),
     ],
-    partitions_def=daily_partitions,
-    backfill_policy=BACKFILL_POLICY,
-    retry_policy=STORAGE_RETRY_POLICY,
+    **DAILY_ASSET_ARGS,
     check_specs=[
-        dg.AssetCheckSpec(
-            STAGED_ROWS_RECONCILE,
-            asset="stg_order_lines",
-            additional_deps=["quarantine_order_lines"],
-            blocking=True,
-            partitions_def=daily_partitions,
-            description="Manifest rows = raw rows = accepted + quarantined, per day.",
+        blocking_check(
+            STAGED_ROWS_RECONCILE, STG_ORDER_LINES, "Manifest rows = raw rows = accepted + quarantined, per day.",
+            additional_deps=[QUARANTINE_ORDER_LINES.name],
         ),
-        dg.AssetCheckSpec(
-            QUALITY_WITHIN_THRESHOLDS,
-            asset="stg_order_lines",
-            additional_deps=["quarantine_order_lines"],
-            blocking=True,
-            partitions_def=daily_partitions,
-            description=(
-                "The day's accepted share and each quarantine reason's share are within the source contract's "
-                "quality thresholds: a day whose rows were mostly refused is not certified (never served as zeros)."
-            ),
+        blocking_check(
+            QUALITY_WITHIN_THRESHOLDS, STG_ORDER_LINES,
+            "The day's accepted share and each quarantine reason's share are within the source contract's "
+            "quality thresholds: a day whose rows were mostly refused is not certified (never served as zeros).",
+            additional_deps=[QUARANTINE_ORDER_LINES.name],
         ),
     ],
 )
 @classified
 def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
     """Run the quality gate over raw rows; write accepted rows and quarantine atomically per table."""
-    step = Step(context, atlasmart, "stg_order_lines")
+    step = Step(context, atlasmart, STG_ORDER_LINES.name)
     reconcile = CheckOutcome(
-        "stg_order_lines", STAGED_ROWS_RECONCILE, True, "manifest rows = raw rows = accepted + quarantined"
+        STG_ORDER_LINES.name, STAGED_ROWS_RECONCILE, True, "manifest rows = raw rows = accepted + quarantined"
     )
     quality = CheckOutcome(
-        "stg_order_lines", QUALITY_WITHIN_THRESHOLDS, True, "accepted and quarantined shares within the contract"
+        STG_ORDER_LINES.name, QUALITY_WITHIN_THRESHOLDS, True, "accepted and quarantined shares within the contract"
     )
     staged_meta: dict[str, dict] = {}
     quarantine_meta: dict[str, dict] = {}
@@ -135,7 +115,7 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
                 )
                 step.record_built(partition, stg_snapshot, detail=observed)
                 step.ledger.partitions.append(
-                    "quarantine_order_lines",
+                    QUARANTINE_ORDER_LINES.name,
                     partition,
                     BUILT,
                     step.now(),
@@ -153,8 +133,8 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
                 quarantine_meta[partition] = {"quarantined": refused[partition], "reasons": dg.MetadataValue.json(reasons[partition])}
                 step.log_partition(partition, "ok" if ok else "mismatch", **observed, reasons=reasons[partition])
     con.close()
-    step.add_partition_metadata(staged_meta, asset_key="stg_order_lines")
-    step.add_partition_metadata(quarantine_meta, asset_key="quarantine_order_lines")
-    yield dg.MaterializeResult(asset_key="stg_order_lines")
-    yield dg.MaterializeResult(asset_key="quarantine_order_lines")
+    step.add_partition_metadata(staged_meta, asset_key=STG_ORDER_LINES.name)
+    step.add_partition_metadata(quarantine_meta, asset_key=QUARANTINE_ORDER_LINES.name)
+    yield dg.MaterializeResult(asset_key=STG_ORDER_LINES.name)
+    yield dg.MaterializeResult(asset_key=QUARANTINE_ORDER_LINES.name)
     yield from step.report_checks([reconcile, quality])

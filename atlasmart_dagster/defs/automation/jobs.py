@@ -12,25 +12,18 @@ from __future__ import annotations
 import dagster as dg
 
 from ...product.lanes import BACKFILL, LANE_TAG
+from ...store.tables import DAILY_CHAIN  # noqa: F401 - the chain these jobs select, named where jobs are
+from ..assets.asset_args import CHAIN_TAG, DAILY
 from ..checks.golden_checks import GOLDEN_CHECK_KEYS
 
 # What started a run of the chain: "schedule", "landing_manifest_sensor" (automation), or absent (an operator).
 TRIGGER_TAG = "atlasmart/trigger"
 
-DAILY_CHAIN = (
-    "raw_order_lines",
-    "stg_order_lines",
-    "quarantine_order_lines",
-    "fact_sales",
-    "agg_daily_sales",
-    "metric_gross_revenue",
-    "mart_finance_daily_sales",
-    "mart_executive_revenue",
-)
-
-# The chain with its checks. SLO results and certification state are known only
+# The chain with its checks: every asset of a day-partitioned table (store/tables.py's
+# registry; defs/assets/asset_args.py tags them), so a new mart is in the jobs
+# without another list. SLO results and certification state are known only
 # after certification; their checks sit on the served_* assets, outside the chain.
-daily_sales_chain = dg.AssetSelection.assets(*DAILY_CHAIN)
+daily_sales_chain = dg.AssetSelection.tag(CHAIN_TAG, DAILY)
 
 daily_sales_job = dg.define_asset_job(
     "daily_sales_job",

@@ -45,7 +45,7 @@ from ...product.slo import (
     scheduled_at,
 )
 from ...store.platform import Platform
-from ...store.tables import CERTIFIED_ASSETS
+from ...store.tables import CERTIFIED_ASSETS, CERTIFIED_MARTS
 from ..assets.served import served_asset
 from ..partitions import daily_partitions
 from ..assets.step import Step, partitioned_check_events
@@ -54,7 +54,7 @@ from ..resources import AtlasmartResource
 # The SLOs describe the delivery of the certified marts to consumers, so their
 # checks sit on the marts' served assets: a load run of the chain neither plans
 # nor reports them (before certification they have nothing to say).
-SLO_PRODUCTS = ("mart_finance_daily_sales", "mart_executive_revenue")
+SLO_PRODUCTS = tuple(CERTIFIED_MARTS)
 SLO_ASSETS = tuple(served_asset(product) for product in SLO_PRODUCTS)
 
 

@@ -19,17 +19,28 @@ id; a role is held by principals, never shared credentials.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from ...errors import AtlasmartError
 from ...product.pii import PII_COLUMNS
-from ...store.tables import CERTIFIED_ASSETS
+from ...store.tables import (
+    CERTIFIED_ASSETS,
+    DIM_CUSTOMER,
+    DIM_PRODUCT,
+    ENGINEERING_TABLES,
+    FACT_SALES,
+    MART_FINANCE_DAILY_SALES,
+    REGISTRY,
+)
 
 CERTIFIED = "certified"  # newest certified version of each partition
 PUBLISHED = "published"  # the table as published now
 
-CONSUMER_LAYER = ("metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue")
-ENGINEERING_LAYERS = ("raw_order_lines", "stg_order_lines", "quarantine_order_lines", "fact_sales", "agg_daily_sales")
+# The layers, as the table registry says them (live: a new certified mart is in the consumer layer).
+CONSUMER_LAYER = CERTIFIED_ASSETS
+ENGINEERING_LAYERS = ENGINEERING_TABLES
+ALL_RELATIONS = REGISTRY.names(lambda spec: True)
 NON_PII_CUSTOMER_COLUMNS = ("customer_id", "region")
 
 WITHDRAW_CERTIFICATION = "withdraw_certification"
@@ -74,42 +85,62 @@ class Principal:
     credential_id: str
 
 
-_CONSUMER_GRANTS = tuple(Grant(r, CERTIFIED) for r in CONSUMER_LAYER)
-
-ROLES: dict[str, Role] = {
-    role.name: role
-    for role in (
+def build_roles() -> dict[str, Role]:
+    """The roles, with the grants of each layer as the registry says it now."""
+    consumer_grants = tuple(Grant(r, CERTIFIED) for r in CONSUMER_LAYER)
+    engineering = tuple(ENGINEERING_LAYERS)
+    dimensions = (Grant(DIM_PRODUCT.name, PUBLISHED), Grant(DIM_CUSTOMER.name, PUBLISHED, NON_PII_CUSTOMER_COLUMNS))
+    roles = (
         Role(
             "bi_reader",
             "Dashboards and business readers: the governed metric and the certified marts, certified versions only.",
-            _CONSUMER_GRANTS,
+            consumer_grants,
         ),
         Role(
             "finance_analyst",
             "Finance analysts: the consumer layer plus sales facts and product/customer attributes, never PII.",
-            _CONSUMER_GRANTS
-            + (
-                Grant("fact_sales", CERTIFIED, through="mart_finance_daily_sales"),
-                Grant("dim_product", PUBLISHED),
-                Grant("dim_customer", PUBLISHED, NON_PII_CUSTOMER_COLUMNS),
-            ),
+            consumer_grants + (Grant(FACT_SALES.name, CERTIFIED, through=MART_FINANCE_DAILY_SALES.name),) + dimensions,
         ),
         Role(
             "etl_service",
             "The pipeline's service identity: reads and writes the engineering layers; cannot read the consumer layer.",
-            tuple(Grant(r, PUBLISHED) for r in ENGINEERING_LAYERS)
-            + (Grant("dim_product", PUBLISHED), Grant("dim_customer", PUBLISHED, NON_PII_CUSTOMER_COLUMNS)),
-            writes=ENGINEERING_LAYERS + ("dim_customer", "dim_product"),
+            tuple(Grant(r, PUBLISHED) for r in engineering) + dimensions,
+            writes=engineering + (DIM_CUSTOMER.name, DIM_PRODUCT.name),
         ),
         Role(
             "incident_responder",
             "On-call responders: read everything except PII to diagnose; may withdraw and hold certification.",
-            tuple(Grant(r, PUBLISHED) for r in ENGINEERING_LAYERS + CONSUMER_LAYER)
-            + (Grant("dim_product", PUBLISHED), Grant("dim_customer", PUBLISHED, NON_PII_CUSTOMER_COLUMNS)),
+            tuple(Grant(r, PUBLISHED) for r in engineering + tuple(CONSUMER_LAYER)) + dimensions,
             permissions=frozenset({WITHDRAW_CERTIFICATION, HOLD_CERTIFICATION}),
         ),
     )
-}
+    return {role.name: role for role in roles}
+
+
+class _Roles(Mapping[str, Role]):
+    """The roles, rebuilt when the registry's tables change, so a table added to a layer is granted as its layer is."""
+
+    def __init__(self) -> None:
+        self._tables: tuple[str, ...] | None = None
+        self._roles: dict[str, Role] = {}
+
+    def _current(self) -> dict[str, Role]:
+        tables = tuple(ALL_RELATIONS)
+        if tables != self._tables:
+            self._roles, self._tables = build_roles(), tables
+        return self._roles
+
+    def __getitem__(self, name: str) -> Role:
+        return self._current()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+
+ROLES: Mapping[str, Role] = _Roles()
 
 PRINCIPALS: dict[str, Principal] = {
     p.name: p
@@ -122,7 +153,6 @@ PRINCIPALS: dict[str, Principal] = {
     )
 }
 
-ALL_RELATIONS = ENGINEERING_LAYERS + CONSUMER_LAYER + ("dim_product", "dim_customer")
 
 
 def principal_for(name: str) -> Principal:
@@ -146,7 +176,7 @@ def require(principal_name: str, permission: str) -> Principal:
     return principal
 
 
-def validate_policy(roles: dict[str, Role] = ROLES, principals: dict[str, Principal] = PRINCIPALS) -> list[str]:
+def validate_policy(roles: Mapping[str, Role] = ROLES, principals: dict[str, Principal] = PRINCIPALS) -> list[str]:
     """Problems with the policy itself (shared credentials, unknown roles, PII granted, unpinned certified reads)."""
     problems = []
     credentials: dict[str, str] = {}
@@ -160,7 +190,7 @@ def validate_policy(roles: dict[str, Role] = ROLES, principals: dict[str, Princi
         credentials[p.credential_id] = p.name
     for role in roles.values():
         for grant in role.grants:
-            if grant.relation == "dim_customer" and (grant.columns is None or set(grant.columns) & set(PII_COLUMNS)):
+            if grant.relation == DIM_CUSTOMER.name and (grant.columns is None or set(grant.columns) & set(PII_COLUMNS)):
                 problems.append(f"{role.name} is granted customer PII")
             if grant.version == CERTIFIED and grant.relation not in CERTIFIED_ASSETS and grant.through not in CERTIFIED_ASSETS:
                 problems.append(f"{role.name} reads {grant.relation} certified but names no certified product to read it through")

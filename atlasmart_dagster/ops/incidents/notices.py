@@ -32,14 +32,12 @@ from ...product.slo import AVAILABILITY, COMPLETENESS, DURATION, FRESHNESS, due_
 from ...store.clock import format_ts, parse_ts
 from ...store.ledger.partition_states import CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
 from ...store.platform import Platform
-from ...store.tables import CERTIFIED_ASSETS
+from ...store.tables import CERTIFIED_ASSETS, METRIC_GROSS_REVENUE, TABLES_BY_NAME
 from .incident_records import Incident
 from .triage import NOT_DUE, PERFORMANCE, PIPELINE, SEMANTIC, SOURCE
 
-PRODUCT_NAMES = {
-    "metric_gross_revenue": "Gross revenue (governed metric)",
-    "mart_finance_daily_sales": "Finance daily sales",
-    "mart_executive_revenue": "Executive revenue",
+# The certified products' names are their registry titles; the dashboards are not tables.
+DASHBOARD_NAMES = {
     "dashboard_finance_daily_sales": "Finance daily sales dashboard",
     "dashboard_executive_revenue": "Executive revenue dashboard",
 }
@@ -70,7 +68,10 @@ _ROW_SHORTFALL = re.compile(r"expected_rows is (\d+) but .* has (\d+) rows")
 
 def product_name(asset: str) -> str:
     """A product as consumers know it (never the internal name)."""
-    return PRODUCT_NAMES.get(asset, DEFAULT_PRODUCTS)
+    spec = TABLES_BY_NAME.get(asset)
+    if spec is not None and spec.title:
+        return spec.title
+    return DASHBOARD_NAMES.get(asset, DEFAULT_PRODUCTS)
 
 
 def _when(ts: datetime) -> str:
@@ -267,8 +268,8 @@ def _products(incident: Incident) -> list[str]:
     if not radius:
         return [DEFAULT_PRODUCTS]
     assets = radius["data"]["marts"] + radius["data"]["dashboards"]
-    if "metric_gross_revenue" in [x["asset"] for x in radius["data"]["assets"]]:
-        assets = ["metric_gross_revenue"] + assets
+    if METRIC_GROSS_REVENUE.name in [x["asset"] for x in radius["data"]["assets"]]:
+        assets = [METRIC_GROSS_REVENUE.name] + assets
     names = []
     for asset in assets:
         if product_name(asset) not in names:

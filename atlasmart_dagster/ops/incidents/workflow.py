@@ -27,7 +27,6 @@ from typing import Any, Callable
 
 import dagster as dg
 
-from ...defs.automation.jobs import DAILY_CHAIN
 from ...defs.checks.certification_checks import report_day_states
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ...domain.controls import ControlTuple
@@ -47,7 +46,7 @@ from ...store.ledger.partition_states import (
     WITHDRAWN,
 )
 from ...store.platform import Platform
-from ...store.tables import CERTIFIED_ASSETS, RAW_ORDER_LINES
+from ...store.tables import CERTIFIED_ASSETS, DAILY_CHAIN, METRIC_GROSS_REVENUE, RAW_ORDER_LINES
 from ..access.access_log import log_decision
 from ..access.policy import WITHDRAW_CERTIFICATION, AccessDenied, principal_for, require
 from ..backfills import BackfillRequest, run_backfill
@@ -440,7 +439,7 @@ def kept_versions(kept: list[dict[str, Any]]) -> list[str]:
 
 def _default_origin(incident: Incident, verdict: str) -> str:
     if verdict == SEMANTIC:
-        return "metric_gross_revenue"
+        return METRIC_GROSS_REVENUE.name
     failed_checks = [s for s in incident.signals if s["kind"] == "check_failed"]
     if failed_checks:
         return failed_checks[0]["asset"]

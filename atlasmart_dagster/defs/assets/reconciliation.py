@@ -1,4 +1,4 @@
-"""Reconciliation checks between layers: the control tuple must survive every hop.
+"""In-step reconciliation between layers: the control tuple must survive every hop.
 
 fact_sales -> agg_daily_sales -> metric_gross_revenue -> marts. Each check
 runs in the step of the asset it guards, after the asset is published:
@@ -8,7 +8,7 @@ observed vs expected so a failure explains itself in the UI. All are
 blocking: the step fails, nothing downstream builds, and nothing is
 certified, past a hop that does not reconcile. Executed alone (an asset's
 *Execute checks*, or ``run_checks``), a check reads what is published and
-builds nothing.
+builds nothing. They live beside the assets whose steps run them.
 """
 
 
@@ -24,44 +24,31 @@ from ...domain.check_names import (
 )
 from ...domain.contracts import CHANNELS
 from ...product.published_controls import controls_of, metric_revenue_of
-from ...store.tables import AGG_DAILY_SALES, FACT_SALES, MART_EXECUTIVE_REVENUE, TableSpec
+from ...store.tables import AGG_DAILY_SALES, FACT_SALES, MART_EXECUTIVE_REVENUE, METRIC_GROSS_REVENUE, TableSpec
 from ...store.warehouse import duckdb_connection
-from ..assets.step import CheckOutcome, Step
-from ..partitions import daily_partitions
+from .asset_args import blocking_check
+from .step import CheckOutcome, Step
 
-AGG_MATCHES_FACT_SPEC = dg.AssetCheckSpec(
-    AGG_MATCHES_FACT,
-    asset="agg_daily_sales",
-    blocking=True,
-    partitions_def=daily_partitions,
-    description="agg_daily_sales carries exactly the control tuple recomputed from fact_sales, per day.",
+AGG_MATCHES_FACT_SPEC = blocking_check(
+    AGG_MATCHES_FACT, AGG_DAILY_SALES,
+    "agg_daily_sales carries exactly the control tuple recomputed from fact_sales, per day.",
 )
-METRIC_MATCHES_AGG_SPEC = dg.AssetCheckSpec(
-    METRIC_MATCHES_AGG,
-    asset="metric_gross_revenue",
-    blocking=True,
-    partitions_def=daily_partitions,
-    description="The governed revenue metric, summed over channels, equals agg_daily_sales.revenue_usd per day.",
+METRIC_MATCHES_AGG_SPEC = blocking_check(
+    METRIC_MATCHES_AGG, METRIC_GROSS_REVENUE,
+    "The governed revenue metric, summed over channels, equals agg_daily_sales.revenue_usd per day.",
 )
-_MART_TITLES = {"mart_finance_daily_sales": "The finance mart", "mart_executive_revenue": "The executive mart"}
 
 
-def mart_matches_agg_and_metric_spec(mart: str) -> dg.AssetCheckSpec:
-    return dg.AssetCheckSpec(
-        MART_MATCHES_AGG_AND_METRIC,
-        asset=mart,
-        blocking=True,
-        partitions_def=daily_partitions,
-        description=f"{_MART_TITLES[mart]} carries the aggregate's control tuple and the governed revenue, per day.",
+def mart_matches_agg_and_metric_spec(mart: TableSpec) -> dg.AssetCheckSpec:
+    return blocking_check(
+        MART_MATCHES_AGG_AND_METRIC, mart,
+        f"{mart.title} carries the aggregate's control tuple and the governed revenue, per day.",
     )
 
 
-CHANNEL_SPLIT_ADDS_UP_SPEC = dg.AssetCheckSpec(
-    CHANNEL_SPLIT_ADDS_UP,
-    asset="mart_executive_revenue",
-    blocking=True,
-    partitions_def=daily_partitions,
-    description="revenue_web_usd + revenue_store_usd + revenue_marketplace_usd = revenue_usd, per day.",
+CHANNEL_SPLIT_ADDS_UP_SPEC = blocking_check(
+    CHANNEL_SPLIT_ADDS_UP, MART_EXECUTIVE_REVENUE,
+    " + ".join(f"revenue_{c}_usd" for c in CHANNELS) + " = revenue_usd, per day.",
 )
 
 
@@ -70,7 +57,7 @@ def _money(value: Decimal) -> str:
 
 
 def agg_matches_fact(step: Step) -> CheckOutcome:
-    outcome = CheckOutcome("agg_daily_sales", AGG_MATCHES_FACT, True, "agg controls = fact controls")
+    outcome = CheckOutcome(AGG_DAILY_SALES.name, AGG_MATCHES_FACT, True, "agg controls = fact controls")
     agg = controls_of(step.warehouse, AGG_DAILY_SALES, step.partitions)
     fact = controls_of(step.warehouse, FACT_SALES, step.partitions)
     for p in step.partitions:
@@ -79,7 +66,7 @@ def agg_matches_fact(step: Step) -> CheckOutcome:
 
 
 def metric_matches_agg(step: Step) -> CheckOutcome:
-    outcome = CheckOutcome("metric_gross_revenue", METRIC_MATCHES_AGG, True, "metric revenue = agg revenue")
+    outcome = CheckOutcome(METRIC_GROSS_REVENUE.name, METRIC_MATCHES_AGG, True, "metric revenue = agg revenue")
     metric = metric_revenue_of(step.warehouse, step.partitions)
     agg = controls_of(step.warehouse, AGG_DAILY_SALES, step.partitions)
     for p in step.partitions:
@@ -115,7 +102,7 @@ def mart_matches_agg_and_metric(step: Step, spec: TableSpec) -> CheckOutcome:
 
 
 def channel_split_adds_up(step: Step) -> CheckOutcome:
-    outcome = CheckOutcome("mart_executive_revenue", CHANNEL_SPLIT_ADDS_UP, True, "channel revenues add up to revenue")
+    outcome = CheckOutcome(MART_EXECUTIVE_REVENUE.name, CHANNEL_SPLIT_ADDS_UP, True, "channel revenues add up to revenue")
     con = duckdb_connection()
     try:
         view = step.warehouse.register(con, MART_EXECUTIVE_REVENUE, step.partitions)
