@@ -14,7 +14,7 @@ folder:
 
 The sample landing zone ships inside the package and is the default source.
 
-The team deployment (README "Deploying for a team") moves what must be shared
+The team deployment (docs/deploying.md) moves what must be shared
 out of the folder, chosen by two settings: ``ATLASMART_DATABASE_URL``
 (``postgresql://...``) holds the ledger (schema ``atlasmart_ledger``) and the
 Iceberg catalog; ``ATLASMART_WAREHOUSE`` is a path every worker mounts and
