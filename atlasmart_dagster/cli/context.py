@@ -81,13 +81,13 @@ class CliContext:
     def resource(self):
         from ..defs.resources import AtlasmartResource  # lazy: loaded by its command only
 
-        p = self.platform
-        return AtlasmartResource(
-            home=str(p.home.root),
-            landing=str(p.landing_root),
-            clock="logical" if isinstance(p.clock, LogicalClock) else "system",
-            chunk_rows=p.chunk_rows,
-        )
+        # The runs this command executes in-process use its platform; see close().
+        return AtlasmartResource.lending(self.platform)
+
+    def close(self) -> None:
+        """End the command: runs started later (another command in this process) open their home themselves."""
+        if "resource" in self.__dict__:
+            self.resource.end_loan()
 
     @cached_property
     def defs(self) -> dg.Definitions:

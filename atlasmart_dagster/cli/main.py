@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; the one place where errors become a line on stderr and an exit code."""
     # Behave like a Unix tool when piped into head: exit quietly.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    args = None
+    args = ctx = None
     with _noticing_interrupts() as interrupted:
         try:
             args = build_parser().parse_args(argv)  # argument errors exit 2 here, with one line
@@ -266,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
             code, message = explain(exc)
             print(f"atlasmart: error: {' '.join(message.split())}", file=sys.stderr)
             return code
+        finally:
+            if ctx is not None:
+                ctx.close()
 
 
 if __name__ == "__main__":

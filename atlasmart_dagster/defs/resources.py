@@ -5,7 +5,15 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from ..store.clock import LogicalClock
 from ..store.platform import DEFAULT_CHUNK_ROWS, Platform
+
+# Platforms an ``atlasmart`` command opened and lends to the runs it executes in
+# its own process, by the resource config that names them. Dagster builds each
+# run's resource anew from its config (a private attribute does not survive that
+# copy), so a run finds the loan by its config; runs in other processes (the
+# daemon's, Celery workers') never see it and open their own from the same config.
+_LENT: dict[tuple, Platform] = {}
 
 
 class AtlasmartResource(dg.ConfigurableResource):
@@ -34,8 +42,35 @@ class AtlasmartResource(dg.ConfigurableResource):
 
     _platform: Platform | None = PrivateAttr(default=None)
 
+    @classmethod
+    def lending(cls, platform: Platform) -> "AtlasmartResource":
+        """A resource naming ``platform``'s home, whose runs in this process use ``platform`` itself.
+
+        A command opens its home once: the runs it executes in-process share its
+        platform (and its store check) instead of opening the home again each.
+        The loan lasts until ``end_loan``; the next command checks the stores anew.
+        """
+        resource = cls(
+            home=str(platform.home.root),
+            landing=str(platform.landing_root),
+            clock="logical" if isinstance(platform.clock, LogicalClock) else "system",
+            chunk_rows=platform.chunk_rows,
+        )
+        _LENT[resource._config()] = resource._platform = platform
+        return resource
+
+    def end_loan(self) -> None:
+        """Runs started after this open the home again themselves."""
+        if _LENT.get(self._config()) is self._platform:
+            del _LENT[self._config()]
+
+    def _config(self) -> tuple:
+        return self.home, self.landing, self.clock, self.chunk_rows, self.embedded
+
     @property
     def platform(self) -> Platform:
+        if self._platform is None:
+            self._platform = _LENT.get(self._config())
         if self._platform is None:
             self._platform = Platform.open(
                 home=self.home or None,
