@@ -17,7 +17,17 @@ atlasmart_slo_misses_total                       counter  objective: missed SLO 
 atlasmart_open_incidents                         gauge    incidents not resolved
 atlasmart_schema_drift_detections_total          counter  failed source contract conformance checks
 atlasmart_step_retries_total                     counter  asset: retried step attempts
+atlasmart_partitions_held                        gauge    asset, reason: days waiting for the data owner
 ===============================================  =======  ===============================================
+
+``atlasmart_partitions_held`` counts the days whose newest certification
+decision is a hold only the data owner can lift: a re-send beyond tolerance
+(``reason="restatement"``, ``atlasmart restatement approve``) or a day far from
+its history (``reason="anomaly"``, ``atlasmart anomaly approve|reject``). It is
+the rule ``atlasmart status`` reads (``RESTATEMENT_HELD`` / ``ANOMALY_HELD``),
+per certified product; every asset and reason is exported, 0 included, so an
+alert on it tells "nothing held" from "nothing scraped". The alert rules on
+these metrics are ``deploy/prometheus/alerts.yml``.
 """
 
 from __future__ import annotations
@@ -30,12 +40,18 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ...domain.check_names import SOURCE_CONTRACT_CONFORMS
+from ...product.anomaly import ANOMALY_HELD
+from ...product.restatements import RESTATEMENT_HELD
 from ...product.slo import OBJECTIVES
 from ...store.clock import parse_ts
-from ...store.ledger.partition_states import BUILT, CERTIFIED
+from ...store.ledger import Ledger
+from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ..incidents.incident_records import IncidentStore
+
+# The label value of each hold the data owner decides, and how the gate's refusal reason starts.
+OWNER_HOLDS = {"restatement": RESTATEMENT_HELD, "anomaly": ANOMALY_HELD}
 
 
 class LedgerCollector(Collector):
@@ -102,6 +118,33 @@ class LedgerCollector(Collector):
         for asset, n in sorted(Counter(r["asset"] for r in ledger.runs.retries()).items()):
             retries.add_metric([asset], n)
         yield retries
+        yield held_for_owner(ledger)
+
+
+def held_for_owner(ledger: Ledger) -> GaugeMetricFamily:
+    """Days per certified asset whose newest certification decision is an owner's hold (one ledger read).
+
+    The newest decision counts, as in ``product.restatements.held_reasons``: a
+    day decided since (certified, or refused for another reason, such as the
+    owner's rejection of an anomaly) is no longer waiting.
+    """
+    newest: dict[tuple[str, str], PartitionEvent] = {}
+    for event in ledger.partitions.events(states=(CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS):
+        newest[(event.asset, event.partition)] = event
+    held: Counter[tuple[str, str]] = Counter()
+    for (asset, _), decision in newest.items():
+        if decision.state != CERTIFICATION_REFUSED:
+            continue
+        reasons = decision.detail.get("reasons", [])
+        kind = next((k for k, prefix in OWNER_HOLDS.items() if any(r.startswith(prefix) for r in reasons)), None)
+        if kind:
+            held[(asset, kind)] += 1
+    family = GaugeMetricFamily("atlasmart_partitions_held", "Days whose certification waits for the data owner.",
+                               labels=["asset", "reason"])
+    for asset in CERTIFIED_ASSETS:
+        for kind in OWNER_HOLDS:
+            family.add_metric([asset, kind], held[(asset, kind)])
+    return family
 
 
 def registry_for(platform: Platform) -> CollectorRegistry:

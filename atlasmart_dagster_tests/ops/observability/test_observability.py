@@ -13,7 +13,11 @@ from atlasmart_dagster.drills.faults import INJECT_TRANSIENT_TAG, transient_faul
 from atlasmart_dagster.ops.observability.logs import read_log
 from atlasmart_dagster.ops.observability.prometheus import registry_for
 from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.product.serving import partition_status
+from atlasmart_dagster.store.tables import CERTIFIED_ASSETS
 from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.product.test_anomaly_guard import NEXT_DAY, OWNER, day_rows, land
+from atlasmart_dagster_tests.product.test_batch_lifecycle import doubled, resend
 
 PII = ["Avery Synthetic", "Blake Synthetic", "Casey Synthetic", "Devon Synthetic", "Emery Synthetic",
        "avery@example.invalid", "blake@example.invalid", "casey@example.invalid", "devon@example.invalid",
@@ -54,6 +58,44 @@ def test_metrics_endpoint_after_the_demo(env, capsys):
     path = env.root / "atlasmart.prom"
     assert main(["--home", str(env.home), "metrics", "write", "--out", str(path)]) == 0
     assert "atlasmart_records_quarantined_total" in path.read_text()
+
+
+def held(samples: dict, reason: str) -> dict[str, float]:
+    return {asset: samples[("atlasmart_partitions_held", (("asset", asset), ("reason", reason)))]
+            for asset in CERTIFIED_ASSETS}
+
+
+def test_days_held_for_the_data_owner_are_counted_per_product_and_reason_until_the_owner_decides(env, capsys):
+    """A re-send beyond tolerance and a day sent in cents are held; the other certified days are not."""
+    assert run_chain(env.defs, env.instance, env.platform, SAMPLE_DAYS, lane="backfill").certified == SAMPLE_DAYS
+    none = dict.fromkeys(CERTIFIED_ASSETS, 0)
+    m = scrape(env.platform)
+    assert held(m, "restatement") == none and held(m, "anomaly") == none  # exported as 0: nothing held, not "no data"
+
+    restated = "2026-09-19"
+    resend(env, restated, change=doubled)
+    land(env, NEXT_DAY, day_rows(NEXT_DAY, 3, 5000, scale=100))
+    outcome = run_chain(env.defs, env.instance, env.platform, [restated, NEXT_DAY], lane="backfill")
+    assert outcome.success and not {restated, NEXT_DAY} & set(outcome.certified)  # the range's other days certify again
+    states = [partition_status(env.platform, d).state for d in (restated, NEXT_DAY)]
+    assert states == ["RESTATEMENT_HELD", "ANOMALY_HELD"]
+    m = scrape(env.platform)
+    one = dict.fromkeys(CERTIFIED_ASSETS, 1)
+    assert held(m, "restatement") == one and held(m, "anomaly") == one
+
+    # The owner's decision ends the wait: a rejected anomaly is refused for good, an approved restatement certified.
+    def owner(*decision: str) -> None:
+        assert main(["--home", str(env.home), "--landing", str(env.landing), "--ephemeral-instance", *decision,
+                     "--owner", OWNER, "--by", "dana@atlasmart.example", "--reason", "checked with the ERP"]) == 0
+        capsys.readouterr()
+
+    owner("anomaly", "reject", "--day", NEXT_DAY)
+    m = scrape(env.platform)
+    assert held(m, "restatement") == one and held(m, "anomaly") == none
+    owner("restatement", "approve", "--day", restated)
+    assert partition_status(env.platform, restated).state == "CERTIFIED"
+    m = scrape(env.platform)
+    assert held(m, "restatement") == none and held(m, "anomaly") == none
 
 
 def test_one_json_log_line_per_partition_and_step(env):
