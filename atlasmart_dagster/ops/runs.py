@@ -20,6 +20,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import dagster as dg
 
+from ..defs import tracing
 from ..defs.automation.jobs import backfill_sales_job, daily_sales_job
 from ..defs.checks.certification_checks import report_day_states
 from ..defs.partitions import range_tags
@@ -195,10 +196,20 @@ def interruptible_run() -> Iterator[Callable[[], bool]]:
 
 
 def _execute(job: dg.JobDefinition, **kwargs) -> dg.ExecuteInProcessResult:
-    """``job.execute_in_process`` that a stop signal ends: KeyboardInterrupt once the run has returned."""
+    """``job.execute_in_process`` that a stop signal ends: KeyboardInterrupt once the run has returned.
+
+    With tracing on, the run's span is emitted here, where the run ended
+    (and the run is tagged so that the certification sensor does not emit it too).
+    """
     result = None
+    traced = tracing.enabled() and kwargs.get("instance") is not None
+    if traced:
+        kwargs["tags"] = {**(kwargs.get("tags") or {}), tracing.RUN_SPAN_TAG: tracing.IN_PROCESS}
     with interruptible_run() as interrupted:
         result = job.execute_in_process(**kwargs)
+    if traced and result is not None:
+        tracing.record_run(kwargs["instance"].get_run_record_by_id(result.run_id),
+                           [] if result.success else failure_messages(result.all_events))
     if interrupted() or result is None:
         raise KeyboardInterrupt(f"run {result.run_id} was interrupted" if result is not None else "interrupted")
     return result

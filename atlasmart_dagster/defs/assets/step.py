@@ -16,6 +16,7 @@ from ...store.ledger.partition_states import BUILT
 from ...store.platform import Platform
 from ..partitions import partition_keys_from_tags
 from ..resources import AtlasmartResource
+from ..tracing import StepTrace
 
 # How many failing partitions a check lists in its UI metadata (the ledger has all).
 _MAX_LISTED = 20
@@ -155,6 +156,8 @@ class Step:
         self.partitions = self._partitions()
         self._batch_ids: dict[str, list[str]] = {}
         self._handlers: list[logging.Handler] | None = None
+        # Before the start hooks: a step a fault injector stops still has its span.
+        self.trace = StepTrace(context, asset, self.lane, self.partitions, self.batch_ids)
         retry = getattr(context, "retry_number", 0)
         if isinstance(context, dg.AssetExecutionContext):
             self._stamp_lane()
@@ -227,6 +230,7 @@ class Step:
             payload["batch_ids"] = self.batch_ids(partition)
         payload.update(fields)
         payload["outcome"] = outcome
+        self.trace.logged(partition, outcome, payload)
         message = json.dumps(payload, sort_keys=False, default=str)
         if outcome not in _QUIET_OUTCOMES:
             self.context.log.info(message)  # reaches the log handlers too
@@ -266,12 +270,14 @@ class Step:
             lane=self.lane,
             detail=detail,
         )
+        self.trace.built(partition, snapshot_id, controls, detail)
 
     def record_checks(self, outcomes: Iterable[CheckOutcome]) -> list[dg.AssetCheckResult]:
         """Write each partition's result to the ledger and return one Dagster check result per check."""
         outcomes = list(outcomes)
         with self.ledger.transaction():
             self._record_check_rows(outcomes, self.now())
+        self.trace.checks(outcomes)
         return [outcome.to_result() for outcome in outcomes]
 
     def report_checks(self, outcomes: Iterable[CheckOutcome]) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
@@ -285,6 +291,7 @@ class Step:
         outcomes = [o for o in outcomes if dg.AssetCheckKey(dg.AssetKey(o.asset), o.name) in selected]
         with self.ledger.transaction():
             self._record_check_rows(outcomes, self.now())
+        self.trace.checks(outcomes)
         unpartitioned = self._checks_planned_unpartitioned()
         evaluations = [
             e

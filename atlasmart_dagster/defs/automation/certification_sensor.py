@@ -40,6 +40,7 @@ from ...store.tables import CERTIFIED_ASSETS
 from ..checks.certification_checks import report_day_states
 from ..partitions import partition_keys_from_tags
 from ..resources import AtlasmartResource
+from ..tracing import IN_PROCESS, RUN_SPAN_TAG, enabled, flush, record_run
 from .jobs import dashboard_checks_job
 
 ENDED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
@@ -97,13 +98,19 @@ def certification_tick(instance: dg.DagsterInstance, platform: Platform, cursor:
         touched |= days | {d.partition for d in run_decisions if d.asset in CERTIFIED_ASSETS}
         if any(d.certified and d.asset in CERTIFIED_ASSETS for d in run_decisions):
             certifying.append(run_id)
-    records = _ended_runs_since(instance, state.get("runs_updated_after"))
+    since = state.get("runs_updated_after")
+    records = _ended_runs_since(instance, since)
+    traced = enabled()
     for record in records:
         run = record.dagster_run
+        if traced:
+            _trace_run(record, since)
         touched |= set(partition_keys_from_tags(dict(run.tags)))
         if run.status == dg.DagsterRunStatus.SUCCESS and run.run_id not in handled:
             # A golden-check run certifies dashboard days (idempotent; nothing for other runs).
             decisions += certify_dashboards(platform, run.run_id, actor)
+    if traced and records:
+        flush()
     if records:
         state["runs_updated_after"] = records[-1].update_timestamp.timestamp()
     if touched:
@@ -113,6 +120,20 @@ def certification_tick(instance: dg.DagsterInstance, platform: Platform, cursor:
         report_day_states(instance, platform, None)  # every day: brought in line with the ledger
         state["served_digest"] = digest
     return decisions, json.dumps(state, sort_keys=True), sorted(touched), certifying
+
+
+def _trace_run(record: dg.RunRecord, since: float | None) -> None:
+    """The span of a run that ended since the last tick, unless its own process emitted it (in-process runs).
+
+    The run's steps, wherever they executed, named this span as their parent
+    (see ``defs/tracing.py``). A run seen again because something updated it
+    after it ended (it ended before the last tick) is not emitted twice.
+    """
+    if record.dagster_run.tags.get(RUN_SPAN_TAG) == IN_PROCESS:
+        return
+    if since is not None and record.end_time is not None and record.end_time <= since:
+        return
+    record_run(record, send=False)  # sent once for the whole tick
 
 
 @dg.sensor(
