@@ -10,7 +10,6 @@ permissions (``setpriv``), as an ordinary user would meet it.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -19,8 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import redirect_stderr, redirect_stdout
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -28,31 +25,7 @@ import sqlalchemy.exc
 
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.store.platform import Platform, quiet_postgres_retries
-from atlasmart_dagster_tests.conftest import Env
-
-TEAM_ENV = ("ATLASMART_DATABASE_URL", "ATLASMART_WAREHOUSE")
-BACKFILL = ("backfill", "--from", "2026-09-20", "--to", "2026-09-20", "--operator", "ana", "--reason", "repair")
-QUERY = ("query", "--as", "bi_reader", "SELECT count(*) AS n FROM mart_finance_daily_sales")
-
-
-def run(home: Path, landing: Path, *args: str) -> tuple[int, str, str]:
-    """One ``atlasmart`` command in-process: exit code, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main(["--home", str(home), "--landing", str(landing), "--ephemeral-instance", *args])
-        except SystemExit as exc:  # a message, as the interpreter prints it: stderr, exit 1
-            code = exc.code if isinstance(exc.code, int) else 1
-            if not isinstance(exc.code, int):
-                print(exc.code, file=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-def one_line(err: str) -> str:
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    return lines[0]
+from atlasmart_dagster_tests.store.conftest import BACKFILL, QUERY, demo_home, one_line, run
 
 
 def _mount(*args: str) -> None:
@@ -72,13 +45,8 @@ def mounted(tmp_path_factory):
     except subprocess.CalledProcessError as exc:
         pytest.skip(f"cannot mount a tmpfs here ({exc.stderr.strip()})")
     try:
-        with pytest.MonkeyPatch.context() as patch:
-            for name in (*TEAM_ENV, "DAGSTER_HOME"):
-                patch.delenv(name, raising=False)
-            env = Env(root)
-            assert env.home == home
-            code, _, err = run(home, env.landing, "demo")
-            assert code == 0, err
+        env = demo_home(root)
+        assert env.home == home
         yield SimpleNamespace(home=home, landing=env.landing)
     finally:
         while os.path.ismount(home):  # the tmpfs, and a read-only bind mount a failed test may have left over it
@@ -86,9 +54,7 @@ def mounted(tmp_path_factory):
 
 
 @pytest.fixture
-def faults(mounted, monkeypatch):
-    for name in (*TEAM_ENV, "DAGSTER_HOME"):
-        monkeypatch.delenv(name, raising=False)
+def faults(mounted, embedded):
     return mounted
 
 
@@ -139,12 +105,10 @@ def test_a_full_disk_is_named_with_the_remedy_and_the_home_works_once_space_is_f
 
 
 @pytest.mark.slow
-def test_a_leftover_shm_with_the_wrong_permissions_is_named(tmp_path, monkeypatch):
+def test_a_leftover_shm_with_the_wrong_permissions_is_named(tmp_path, embedded):
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:
         pytest.skip("needs root and setpriv(1) to run a command that file permissions apply to")
-    for name in (*TEAM_ENV, "DAGSTER_HOME"):
-        monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
     platform = Platform.open(home)
     platform.ledger.partitions.events()  # the home's first use creates its stores

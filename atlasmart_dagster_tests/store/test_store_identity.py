@@ -9,19 +9,16 @@ another home's catalog, loses ``raw/`` or ``warehouse/``, moves the whole home.
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import sqlite3
 import threading
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from types import SimpleNamespace
 
 import psycopg2
 import pytest
 
-from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.errors import SnapshotMissing, StoreForeign, StoreMissing
 from atlasmart_dagster.product.serving import read_certified
 from atlasmart_dagster.store.ledger.postgres_engine import SCHEMA
@@ -29,31 +26,8 @@ from atlasmart_dagster.store.platform import Platform
 from atlasmart_dagster.store.tables import MART_FINANCE_DAILY_SALES
 from atlasmart_dagster.store.warehouse import HOME_ID_PROPERTY
 from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.store.conftest import BACKFILL, QUERY, demo_home, one_line, run
 from atlasmart_dagster_tests.team_database import scratch_database
-
-TEAM_ENV = ("ATLASMART_DATABASE_URL", "ATLASMART_WAREHOUSE")
-BACKFILL = ("backfill", "--from", "2026-09-20", "--to", "2026-09-20", "--operator", "ana", "--reason", "repair")
-QUERY = ("query", "--as", "bi_reader", "SELECT count(*) AS n FROM mart_finance_daily_sales")
-
-
-def run(home: Path, landing: Path, *args: str) -> tuple[int, str, str]:
-    """One ``atlasmart`` command: exit code, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main(["--home", str(home), "--landing", str(landing), "--ephemeral-instance", *args])
-        except SystemExit as exc:  # a message, as the interpreter prints it: stderr, exit 1
-            code = exc.code if isinstance(exc.code, int) else 1
-            if not isinstance(exc.code, int):
-                print(exc.code, file=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-def one_line(err: str) -> str:
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def ids(home: Path) -> tuple[list[str], list[str]]:
@@ -70,21 +44,14 @@ def ids(home: Path) -> tuple[list[str], list[str]]:
 def sample(tmp_path_factory):
     """The sample loaded and certified with ``atlasmart demo`` in an embedded home, and a pristine copy of it."""
     root = tmp_path_factory.mktemp("identity")
-    with pytest.MonkeyPatch.context() as patch:
-        for name in (*TEAM_ENV, "DAGSTER_HOME"):
-            patch.delenv(name, raising=False)
-        env = Env(root)
-        code, _, err = run(env.home, env.landing, "demo")
-        assert code == 0, err
+    env = demo_home(root)
     shutil.copytree(env.home, root / "pristine")
     return SimpleNamespace(home=env.home, landing=env.landing, pristine=root / "pristine", root=root)
 
 
 @pytest.fixture
-def home(sample, monkeypatch):
+def home(sample, embedded):
     """The loaded sample home, intact, at its own path (for this test to damage)."""
-    for name in (*TEAM_ENV, "DAGSTER_HOME"):
-        monkeypatch.delenv(name, raising=False)
     if sample.home.exists():
         shutil.rmtree(sample.home)
     shutil.copytree(sample.pristine, sample.home)
@@ -163,9 +130,7 @@ def test_backup_then_a_lost_catalog_then_restore_brings_everything_back(home, tm
     assert code == 0 and json.loads(out) == [{"n": 5}]
 
 
-def test_a_fresh_home_gets_one_id_in_both_stores_on_first_use(tmp_path, monkeypatch):
-    for name in (*TEAM_ENV, "DAGSTER_HOME"):
-        monkeypatch.delenv(name, raising=False)
+def test_a_fresh_home_gets_one_id_in_both_stores_on_first_use(tmp_path, embedded):
     fresh = tmp_path / "fresh"
     # Four first uses at once, as four commands started together would make them.
     start, errors, found = threading.Barrier(4), [], []
