@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -178,7 +179,10 @@ def test_the_certification_sensor_emits_the_span_of_a_run_no_process_of_ours_end
     elsewhere = job.execute_in_process(instance=env.instance, partition_key=DAYS[0], tags={LANE_TAG: BACKFILL},
                                        raise_on_error=False)
     assert elsewhere.success
-    assert not run_spans(spans.get_finished_spans(), elsewhere.run_id), "only the steps so far"
+    sent = spans.get_finished_spans()
+    assert not run_spans(sent, elsewhere.run_id)
+    # Each step sent its spans as it ended: a step's process may end with it (a run worker, a Celery task).
+    assert sorted(s.attributes["dagster.step_key"] for s in sent if s.name.startswith("step ")) == sorted(CHAIN_STEPS)
 
     _, cursor, _, _ = certification_tick(env.instance, env.platform, None, actor="certification_sensor")
     here = run_chain(env.defs, env.instance, env.platform, [DAYS[1]], lane=BACKFILL, log_level="ERROR")
@@ -288,3 +292,50 @@ def test_on_a_short_lived_load_sends_its_whole_trace_over_otlp(tmp_path, receive
     steps = [s for s in spans if int.from_bytes(s.parent_span_id, "big") == run_span_id]
     assert sorted(s.name for s in steps) == sorted(f"step {name}" for name in CHAIN_STEPS)
     assert len(spans) == 1 + 2 * len(CHAIN_STEPS), "each step with its one day"
+
+
+SENSOR_TICK = """
+import sys
+import dagster as dg
+from atlasmart_dagster.defs.automation.certification_sensor import certification_tick
+from atlasmart_dagster.defs.resources import AtlasmartResource
+platform = AtlasmartResource(home=sys.argv[1], landing=sys.argv[2]).platform
+with dg.DagsterInstance.get() as instance:
+    certification_tick(instance, platform, None, actor="certification_sensor")
+"""
+
+
+def test_dagster_asset_materialize_and_the_sensor_send_one_trace_from_two_processes(env, receiver):
+    """The user's command executes the run (its steps send their spans); the certification sensor's
+    process, which knows when the run ended, sends the run span its steps named as their parent."""
+    bindir = Path(sys.executable).parent
+    shell = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DAGSTER_HOME"))}
+    shell.update(ATLASMART_HOME=str(env.home), ATLASMART_LANDING=str(env.landing), PYTHONPATH=str(REPO))
+    prepared = subprocess.run([bindir / "atlasmart", "dagster-home"], env=shell, capture_output=True, text=True,
+                              timeout=120)
+    assert prepared.returncode == 0, prepared.stderr[-2000:]
+    shell.update(DAGSTER_HOME=prepared.stdout.strip(), OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url)
+    materialize = subprocess.run(
+        [bindir / "dagster", "asset", "materialize", "-m", "atlasmart_dagster", "--select",
+         "raw_order_lines,stg_order_lines,quarantine_order_lines,fact_sales,agg_daily_sales,metric_gross_revenue,"
+         "mart_finance_daily_sales,mart_executive_revenue", "--partition", DAYS[0]],
+        env=shell, capture_output=True, text=True, timeout=300)
+    assert materialize.returncode == 0, materialize.stderr[-3000:]
+    run_id = re.search(r" - ([0-9a-f-]{36}) - .*RUN_SUCCESS", materialize.stderr).group(1)
+    trace_id, run_span_id = derived_ids(run_id)
+    spans = [span for _, span in receiver.spans()]
+    assert spans and all(int.from_bytes(s.trace_id, "big") == trace_id for s in spans)
+    assert not [s for s in spans if not s.parent_span_id], "the command does not know the run's span"
+    steps = [s for s in spans if int.from_bytes(s.parent_span_id, "big") == run_span_id]
+    assert sorted(s.name for s in steps) == sorted(f"step {name}" for name in CHAIN_STEPS)
+
+    tick = subprocess.run([sys.executable, "-c", SENSOR_TICK, str(env.home), str(env.landing)], env=shell,
+                          capture_output=True, text=True, timeout=300)
+    assert tick.returncode == 0, tick.stderr[-3000:]
+    spans = [span for _, span in receiver.spans()]
+    (run,) = [s for s in spans if not s.parent_span_id]
+    assert (int.from_bytes(run.trace_id, "big"), int.from_bytes(run.span_id, "big")) == (trace_id, run_span_id)
+    assert run.name.startswith("run ")  # the job `dagster asset materialize` made
+    assert all(run.start_time_unix_nano <= s.start_time_unix_nano <= s.end_time_unix_nano <= run.end_time_unix_nano
+               for s in steps)
+    assert len(spans) == 1 + 2 * len(CHAIN_STEPS)
