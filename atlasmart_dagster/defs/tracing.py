@@ -3,9 +3,10 @@
 Off unless the standard variables say where to send spans:
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``
 (OTLP over HTTP/protobuf), and not ``OTEL_SDK_DISABLED=true``;
-``OTEL_SERVICE_NAME`` names the service (``atlasmart`` by default). Off, every
-span is the API's no-op span: the SDK is never imported and nothing is
-computed for an attribute (docs/tracing.md has the measured cost).
+``OTEL_SERVICE_NAME`` names the service (``atlasmart`` by default). Off,
+neither OpenTelemetry's API nor its SDK is imported, a step's trace is a
+no-op object, and nothing is computed for an attribute (docs/tracing.md has
+the measured cost).
 
 A run's steps execute wherever its launcher puts them (this process, a run
 worker, a Celery worker on another machine), so nothing can hand them the
@@ -29,16 +30,15 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import dagster as dg
-from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, Span, SpanContext, Status, StatusCode, TraceFlags
 
 from ..product.lanes import LANE_TAG
 from ..product.pii import redact
 from .partitions import partition_keys_from_tags
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    from opentelemetry.trace import Span, SpanContext, Tracer
 
 DEFAULT_SERVICE_NAME = "atlasmart"
 # Set on a run whose own process emits its run span (runs executed in process),
@@ -64,8 +64,8 @@ _RUN_OUTCOMES = {
 _NOT_FIGURES = {"event", "asset", "partition", "lane", "batch_ids", "outcome"}
 
 _lock = threading.Lock()
-_provider: "TracerProvider | None" = None
-_tracer: trace.Tracer | None = None
+_provider: TracerProvider | None = None
+_tracer: Tracer | None = None
 _configured = False
 _flushing = threading.Event()
 # (trace id, span id) the next span started in this context must carry: the run span's derived ids.
@@ -79,7 +79,7 @@ def _exporting() -> bool:
     return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
 
 
-def _make_provider(processor: "SpanProcessor") -> "TracerProvider":
+def _make_provider(processor: SpanProcessor) -> TracerProvider:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
@@ -106,7 +106,7 @@ def _make_provider(processor: "SpanProcessor") -> "TracerProvider":
     return provider
 
 
-def _current() -> trace.Tracer | None:
+def _current() -> Tracer | None:
     """The tracer spans are made with, or None when tracing is off (read from the environment once)."""
     global _configured, _provider, _tracer
     if not _configured:
@@ -126,11 +126,11 @@ def _current() -> trace.Tracer | None:
     return _tracer
 
 
-def install(processor: "SpanProcessor | None") -> None:
+def install(processor: SpanProcessor | None) -> None:
     """Send this process's spans to ``processor`` (tests: the SDK's in-memory exporter); None: back to the environment.
 
     Replaces whatever the environment configured; the previous provider is
-    shut down, so nothing it held is sent afterwards.
+    shut down (it sends what it still held first).
     """
     global _configured, _provider, _tracer
     with _lock:
@@ -182,12 +182,16 @@ def run_ids(run_id: str) -> tuple[int, int]:
 
 
 def run_span_context(run_id: str) -> SpanContext:
+    from opentelemetry.trace import SpanContext, TraceFlags
+
     trace_id, span_id = run_ids(run_id)
     return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
 
 
 def _under_run(run_id: str) -> Context:
-    return trace.set_span_in_context(NonRecordingSpan(run_span_context(run_id)))
+    from opentelemetry import trace
+
+    return trace.set_span_in_context(trace.NonRecordingSpan(run_span_context(run_id)))
 
 
 @contextmanager
@@ -204,6 +208,8 @@ def _ns(seconds: float) -> int:
 
 
 def _failed(span: Span, description: str) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
     span.set_status(Status(StatusCode.ERROR, redact(description)[:500]))
 
 
@@ -215,6 +221,8 @@ def record_run(record: dg.RunRecord | None, failures: Iterable[str] = (), send: 
     tracer = _current()
     if tracer is None or record is None or record.end_time is None:
         return
+    from opentelemetry.context import Context
+
     run = record.dagster_run
     tags = dict(run.tags)
     partitions = partition_keys_from_tags(tags)
@@ -266,8 +274,8 @@ class StepTrace:
         batch_ids: Callable[[str], list[str]],
     ):
         tracer = _current()
+        self.recording = tracer is not None  # off: every method returns at once
         if tracer is None:
-            self.span: Span = INVALID_SPAN  # every method returns at once
             return
         self._tracer, self._batch_ids = tracer, batch_ids
         self._asset, self._partition_keys = asset, partitions
@@ -293,11 +301,9 @@ class StepTrace:
         )
         context.log.addHandler(_StepEnd(self._end))
 
-    @property
-    def recording(self) -> bool:
-        return self.span.is_recording()
-
     def _partition(self, partition: str) -> Span:
+        from opentelemetry import trace
+
         if partition not in self._partitions:
             self._partitions[partition] = self._tracer.start_span(
                 f"partition {self._asset}",

@@ -210,7 +210,7 @@ env = Env(Path(sys.argv[1]))
 outcome = run_chain(env.defs, env.instance, env.platform, [sys.argv[2]], lane="backfill", log_level="CRITICAL")
 print(json.dumps({"run_id": outcome.run_id, "success": outcome.success,
                   "tags": dict(env.instance.get_run_by_id(outcome.run_id).tags),
-                  "sdk_loaded": sorted(m for m in sys.modules if m.startswith("opentelemetry.sdk"))}))
+                  "otel_loaded": sorted(m for m in sys.modules if m.startswith("opentelemetry"))}))
 """
 
 
@@ -264,12 +264,12 @@ def load_in_a_process(tmp_path, variables: dict[str, str]) -> dict:
 
 
 @pytest.mark.parametrize("variables", [{}, {"OTEL_SDK_DISABLED": "true"}], ids=["no endpoint", "sdk disabled"])
-def test_off_a_load_loads_no_sdk_and_sends_nothing(tmp_path, receiver, variables):
+def test_off_a_load_imports_nothing_of_opentelemetry_and_sends_nothing(tmp_path, receiver, variables):
     if variables:
         variables = {**variables, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
     loaded = load_in_a_process(tmp_path, variables)
     assert loaded["success"]
-    assert loaded["sdk_loaded"] == []
+    assert loaded["otel_loaded"] == [], "neither the SDK nor the API"
     assert tracing.RUN_SPAN_TAG not in loaded["tags"]
     assert receiver.requests == []
 
