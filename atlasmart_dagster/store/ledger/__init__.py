@@ -3,8 +3,9 @@
 ``Ledger(target)`` opens them together, over the SQLite engine for a path
 (the embedded home) or the Postgres engine for a ``postgresql://`` URL (the
 team deployment): ``partitions`` (states and served
-versions), ``batches``, ``checks``, ``holds``, ``slos``, ``backfills`` and
-``runs``. Domains that live elsewhere own their tables the same way over
+versions), ``batches``, ``checks``, ``holds``, ``slos``, ``backfills``,
+``runs`` and ``notifications`` (what notification channels were sent).
+Domains that live elsewhere own their tables the same way over
 ``ledger.engine``: incidents (``ops/incidents/incident_records.py``), contract approvals
 (``product/contract_approvals.py``), dashboard deployments
 (``product/dashboards.py``) and the access log (``ops/access/access_log.py``).
@@ -23,6 +24,7 @@ from .batches import BatchRecords
 from .check_results import CheckResults
 from .engine import LedgerEngine
 from .holds import CertificationHolds
+from .notification_deliveries import NotificationDeliveries
 from .partition_states import PartitionStates
 from .run_records import RunRecords
 from .slo_records import SloRecords
@@ -51,6 +53,7 @@ class Ledger:
         self.slos = SloRecords(self.engine)
         self.backfills = BackfillRequests(self.engine)
         self.runs = RunRecords(self.engine)
+        self.notifications = NotificationDeliveries(self.engine)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
