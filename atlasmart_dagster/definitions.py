@@ -32,6 +32,7 @@ from .defs.checks.golden_checks import dashboard_golden_checks
 from .defs.checks.slo_checks import partition_slos
 from .defs.resources import AtlasmartResource
 from .ops.incidents.incident_sensor import incident_sensor
+from .ops.incidents.ui_reporting import open_incidents_checks
 from .ops.run_reaper import stale_run_sensor
 
 ASSETS = dg.load_assets_from_package_module(asset_modules, include_specs=True)
@@ -39,6 +40,7 @@ ASSET_CHECKS = [
     partition_slos,
     certification_states,
     dashboard_golden_checks,
+    open_incidents_checks,
 ]
 
 

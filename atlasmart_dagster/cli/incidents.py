@@ -70,6 +70,7 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
             return 0
         if action == "detect":
             touched = detect(ctx.platform, ctx.instance, actor=args.actor)
+            _show_in_ui(ctx, *touched)
             print_json(touched) if ctx.as_json else print("incidents opened or updated: " + (", ".join(touched) or "none"))
             return 0
         if action == "report":
@@ -78,6 +79,7 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
             if args.asset and args.asset not in _asset_names(ctx):
                 raise UsageError(f"incident report: {args.asset!r} is not an asset of the code location")
             incident_id = consumer_report(ctx.platform, args.actor, args.text, args.asset, args.partition)
+            _show_in_ui(ctx, incident_id)
             print_json({"incident": incident_id}) if ctx.as_json else print(f"reported as {incident_id}")
             return 0
         if not args.id:
@@ -88,6 +90,7 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
             wf.note(args.id, args.actor, args.text)
         elif action == "triage":
             result = wf.identify(args.id, args.actor, origin_asset=args.origin_asset, origin_field=args.origin_field)
+            _show_in_ui(ctx, args.id)
             if ctx.as_json:
                 print_json({"triage": result["triage"], "blast_radius": result["blast_radius"].to_json()})
             else:
@@ -103,6 +106,7 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
             assets = args.assets.split(",") if args.assets else None
             data = wf.contain(args.id, args.actor, assets, _partitions(args), withdraw=not args.no_withdraw,
                               hold=not args.no_hold, withdraw_served=args.withdraw_served)
+            _show_in_ui(ctx, args.id)
             scope = f"{', '.join(data['assets'])} {data['partitions'][0]}..{data['partitions'][-1]}"
             print_json(data) if ctx.as_json else print(
                 f"withdrew {len(data['withdrawn'])} certifications; "
@@ -113,10 +117,12 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
             notice = wf.notify(args.id, args.actor, stage=args.stage, summary=args.summary, repair=args.repair,
                                next_update=args.next_update, restated=args.restated,
                                out_dir=Path(args.out) if args.out else None)
+            _show_in_ui(ctx, args.id)
             print_json(notice) if ctx.as_json else print(wf.get(args.id).latest("notice")["data"]["markdown"])
         elif action == "repair":
             outcome = wf.repair(args.id, args.actor, args.start, args.end or args.start, args.reason,
                                 start_at=args.start_at, include_current=args.include_current)
+            _show_in_ui(ctx, args.id)
             refused = refused_beyond_hold(outcome.decisions, args.id)
             if ctx.as_json:
                 print_json(outcome.to_json() | {"refused_beyond_hold": refused})
@@ -129,6 +135,7 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
             return 0 if outcome.success and not refused else 1
         elif action == "verify":
             data = wf.verify(args.id, args.actor)
+            _show_in_ui(ctx, args.id)
             if ctx.as_json:
                 print_json(data)
             elif data["passed"]:
@@ -140,6 +147,7 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
             return 0 if data["passed"] else 1
         elif action == "resolve":
             wf.resolve(args.id, args.actor, args.summary or "resolved")
+            _show_in_ui(ctx, args.id)
             print(f"{args.id} resolved")
         elif action == "postmortem":
             if args.complete:
@@ -154,6 +162,15 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
         raise  # wrong arguments: `atlasmart` prints the line and exits 2
     except AtlasmartError as exc:
         raise SystemExit(f"error: {exc}") from None  # refused: exit 1
+
+
+def _show_in_ui(ctx: CliContext, *incident_ids: str | None) -> None:
+    """Show the incidents a command changed on the assets they affect in the Dagster UI (incident_sensor does too)."""
+    from ..ops.incidents.ui_reporting import show_incidents_in_ui  # lazy: loaded by its command only
+
+    ids = [i for i in incident_ids if i]
+    if ids:
+        show_incidents_in_ui(ctx.instance, ctx.platform, ids)
 
 
 def _asset_names(ctx: CliContext) -> set[str]:

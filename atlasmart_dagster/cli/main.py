@@ -90,6 +90,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "access": ("access", "Print the effective allow/deny matrix, permissions and principals as evidence."),
     "metrics": ("observability", "Prometheus metrics from the ledger: `serve` on 127.0.0.1, or `write` a textfile "
                 "for node-exporter."),
+    "notify": ("notify", "Notification channels: send a test message (`test CHANNEL`), list deliveries "
+               "(`status`), send what is due."),
     "drill": ("drills", "Run a drill end to end on logical time in a scratch home and write its evidence."),
     "generate": ("bench", "Write a landing zone of N days x M rows (Parquet + manifests) and its expected controls."),
     "bench": ("bench", "Time our Dagster runs against the pure-DuckDB reference and the dagster-dbt peer; write "
@@ -234,6 +236,24 @@ def _redact_free_text(args: argparse.Namespace, ctx: CliContext) -> None:
         setattr(args, name, clean(getattr(args, name)))
 
 
+# Commands that can change what on-call or consumers must be told: what became due is sent
+# as they end (incident_sensor sends it too, on its next tick, where a daemon runs).
+NOTIFYING_COMMANDS = ("incident", "anomaly", "restatement", "tick", "backfill", "certify", "demo")
+
+
+def _deliver_notifications(args: argparse.Namespace, ctx: CliContext) -> None:
+    """Send the notifications a command made due; a problem is a line on stderr, never the command's failure."""
+    if args.command not in NOTIFYING_COMMANDS:
+        return
+    from ..ops.notifications import deliver_pending  # local: only these commands need it (cold start)
+
+    opened = vars(ctx)  # what the command opened already (cached properties); nothing more is opened here
+    report = deliver_pending(ctx.platform, graph=ctx.defs.resolve_asset_graph() if "defs" in opened else None,
+                             instance=ctx.instance if "instance" in opened else None)
+    if report.problem or report.failed or report.gave_up:
+        print(f"atlasmart: notifications: {report.line()}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the one place where errors become a line on stderr and an exit code."""
     # Behave like a Unix tool when piped into head: exit quietly.
@@ -251,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                 log_level=args.dagster_log_level,
             )
             _redact_free_text(args, ctx)
-            return args.handler(args, ctx)
+            code = args.handler(args, ctx)
+            _deliver_notifications(args, ctx)
+            return code
         except KeyboardInterrupt:
             if args is not None and args.debug:
                 traceback.print_exc()

@@ -99,6 +99,7 @@ from ..store.ledger.batches import BATCHES
 from ..store.ledger.check_results import CHECK_RESULTS
 from ..store.ledger.engine import HOME_IDENTITY, ID_ALLOCATIONS, LedgerTable
 from ..store.ledger.holds import CERTIFICATION_HOLDS
+from ..store.ledger.notification_deliveries import NOTIFICATION_DELIVERIES
 from ..store.ledger.partition_states import PARTITION_EVENTS
 from ..store.ledger.postgres_engine import SCHEMA as LEDGER_SCHEMA
 from ..store.ledger.run_records import RUN_PHASES, STEP_RETRIES
@@ -132,6 +133,7 @@ LEDGER_TABLES: tuple[LedgerTable, ...] = (
     INCIDENT_EVENTS,
     ACCESS_LOG,
     AUTOMATION_TICKS,
+    NOTIFICATION_DELIVERIES,
     HOME_IDENTITY,
 )
 # The embedded home's identity stays with it: the team deployment is another

@@ -15,6 +15,7 @@ nothing new writes nothing.
 import dagster as dg
 
 from ...defs.resources import AtlasmartResource
+from ..notifications import deliver_pending
 from .detection import detect
 from .ui_reporting import show_incidents_in_ui
 
@@ -41,6 +42,12 @@ def incident_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartRes
         context.update_cursor(str(shown.last_event_id))
     in_ui = (f"; shown in the UI: {', '.join(shown.incidents)} (the served assets' open_incidents check, each "
              "affected asset's Events)" if shown.incidents else "")
+    # After detection, so an incident opened on this tick is told on this tick. Never raises: a dead
+    # channel is recorded and retried on later ticks, and costs one timeout per tick at most.
+    delivered = deliver_pending(platform, graph=context.repository_def.asset_graph if context.repository_def else None,
+                                instance=context.instance)
+    if delivered.sent or delivered.failed or delivered.gave_up or delivered.problem:
+        context.log.info(f"notifications: {delivered.line()}")
     if not touched:
         return dg.SkipReason(f"no new evidence of trouble{in_ui}")
     context.log.warning(f"incidents opened or updated: {', '.join(touched)}")
