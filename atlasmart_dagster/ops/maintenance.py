@@ -11,7 +11,8 @@ day's earlier figures: ``atlasmart controls --version``), and an open
 incident keeps the versions it withdrew as evidence. Those are protected, with the newest ``keep_last`` snapshots of every table;
 everything else is expired. Files referenced by no remaining snapshot (and
 older than an hour, so an in-flight write is never touched) can then be
-deleted.
+deleted: in the table's data folder, or under its data prefix on an object
+store (a worker killed between its upload and its commit leaves such files).
 """
 
 from __future__ import annotations
@@ -88,6 +89,14 @@ def remove_orphan_files(platform: Platform, min_age_seconds: int = ORPHAN_MIN_AG
         if table is None:
             continue
         referenced = set(reachable_files(table))
+        objects = platform.warehouse.objects
+        if objects is not None:
+            old = [url for url, mtime in objects.entries(platform.warehouse.data_uri(spec), ".parquet")
+                   if url not in referenced and now - mtime >= min_age_seconds]
+            for url in old:
+                objects.delete(url)
+            removed[spec.name] = len(old)
+            continue
         data_dir = platform.warehouse.data_dir(spec)
         count = 0
         for path in data_dir.rglob("*.parquet"):  # nothing when the folder does not exist

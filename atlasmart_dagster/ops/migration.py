@@ -53,6 +53,14 @@ rolls the transaction back and removes the copies. Only a crash between
 moving the folders and the commit leaves files behind, and the next migrate
 refuses them with a message saying to remove them.
 
+**Into an object store.** With ``--warehouse s3://bucket/prefix`` the
+locations are rewritten to the bucket's, the copies are staged in a hidden
+folder of the home (not in the bucket, which has no rename), and "moving the
+staged folders into place" is putting every staged file under the prefix
+(raw evidence with write-once puts); a failure before the commit deletes what
+was put. The refusal of a target that holds anything covers the prefix: an
+object under its ``warehouse/`` or ``raw/`` is content.
+
 Stop the embedded home's writers first: what they commit after the migration
 has read the ledger stays only in the embedded home. The Dagster run history
 stays with the home; the ledger is the product's record.
@@ -65,6 +73,7 @@ import os
 import re
 import shutil
 import sqlite3
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -94,6 +103,7 @@ from ..store.home import (
     resolve_landing,
 )
 from ..store.ledger import Ledger
+from ..store.object_store import S3Location, is_object_store_url
 from ..store.ledger.backfill_requests import BACKFILL_REQUESTS
 from ..store.ledger.batches import BATCHES
 from ..store.ledger.check_results import CHECK_RESULTS
@@ -177,6 +187,11 @@ def team_target(source: AtlasmartHome, database_url: str | None = None,
                          f"URL --warehouse PATH (or ${DATABASE_URL_ENV} and ${WAREHOUSE_ENV})")
     if not url.startswith(("postgresql://", "postgresql+psycopg2://", "postgres://")):
         raise UsageError(f"the team database must be a postgresql:// URL, not {url.split(':')[0]}://...")
+    if is_object_store_url(str(shared)):
+        try:
+            return AtlasmartHome(source.root, url, None, S3Location.from_environment(str(shared)))
+        except ValueError as exc:
+            raise UsageError(f"--warehouse: {exc}") from None
     shared_root = Path(shared).resolve()
     if shared_root.exists() and not shared_root.is_dir():
         raise UsageError(f"the shared folder {shared_root} is not a folder")
@@ -232,6 +247,9 @@ def _occupied_database(cur) -> list[str]:
 def _occupied_folder(target: AtlasmartHome) -> list[str]:
     """The shared ``warehouse/`` or ``raw/`` when it holds a file (empty folders are what opening a deployment makes)."""
     found = []
+    if target.objects is not None:
+        return [f"{prefix} already has content" for prefix in (target.warehouse_uri, target.raw_uri)
+                if target.objects.any(prefix)]
     for folder in (target.warehouse_dir, target.raw_dir):
         if folder.exists() and (not folder.is_dir() or any(not p.is_dir() for p in folder.rglob("*"))):
             found.append(f"{folder} already has content")
@@ -240,7 +258,7 @@ def _occupied_folder(target: AtlasmartHome) -> list[str]:
 
 def _refusal(target: AtlasmartHome, found: list[str]) -> MigrationError:
     return MigrationError(
-        f"the team deployment ({redacted(target.database_url)}, shared folder {target.shared_root}) is not empty: "
+        f"the team deployment ({redacted(target.database_url)}, {_shared_where(target)}) is not empty: "
         f"{'; '.join(found)}. migrate never merges into or overwrites a deployment; nothing was changed "
         f"(files left by an interrupted migrate can be removed, then migrate again)"
     )
@@ -316,19 +334,20 @@ class _Locations:
 
     def __init__(self, source: AtlasmartHome, target: AtlasmartHome, staging: Path):
         self.old = str(source.warehouse_dir)
-        self.new = str(target.warehouse_dir)
+        # The new warehouse's location as Iceberg records it: file://<folder>, or s3://bucket/prefix/warehouse.
+        self.new = target.warehouse_uri
         self.staging = staging / "warehouse"
 
     def relative(self, uri: str, root: str | None = None) -> str:
-        root = root or self.old
-        path = uri.removeprefix(_FILE) if uri.startswith(_FILE) else None
-        if path is None or not path.startswith(root + "/"):
-            raise MigrationError(f"{uri} is not a file of the warehouse {root}: migrate cannot move it; "
+        """``uri``'s path under the old warehouse (a folder), or under ``root`` (a location URI)."""
+        base = root or f"{_FILE}{self.old}"
+        if not uri.startswith(base + "/"):
+            raise MigrationError(f"{uri} is not a file of the warehouse {root or self.old}: migrate cannot move it; "
                                  f"nothing was changed")
-        return path[len(root) + 1:]
+        return uri[len(base) + 1:]
 
     def moved(self, uri: str) -> str:
-        return f"{_FILE}{self.new}/{self.relative(uri)}"
+        return f"{self.new}/{self.relative(uri)}"
 
     def staged(self, uri: str) -> Path:
         return self.staging / self.relative(uri)
@@ -450,9 +469,10 @@ def _stage_table(name: str, location: str, places: _Locations, seen: dict[str, l
 
 
 def _check_table(name: str, source_location: str, target_location: str, places: _Locations,
-                 seen: dict[str, list[str]]) -> None:
+                 seen: dict[str, list[str]], target: AtlasmartHome) -> None:
     """The copied table has the source's snapshots, each with the same data files, all present."""
-    source, copy = StaticTable.from_metadata(source_location), StaticTable.from_metadata(target_location)
+    properties = target.object_root.iceberg_properties() if target.object_root else {}
+    source, copy = StaticTable.from_metadata(source_location), StaticTable.from_metadata(target_location, properties)
 
     def shape(table: StaticTable) -> dict[int, list[str]]:
         return {s.snapshot_id: _live_data_files(table, s, seen) for s in table.snapshots()}
@@ -462,7 +482,9 @@ def _check_table(name: str, source_location: str, target_location: str, places: 
     if relative != {i: [places.relative(f) for f in files] for i, files in original.items()} or (
             copy.metadata.current_snapshot_id != source.metadata.current_snapshot_id):
         raise MigrationError(f"table {name}: the copy does not have the source's snapshots and files; nothing was changed")
-    missing = sorted({f for files in copied.values() for f in files if not Path(f.removeprefix(_FILE)).is_file()})
+    present = target.objects.exists if target.objects is not None else (
+        lambda uri: Path(uri.removeprefix(_FILE)).is_file())
+    missing = sorted({f for files in copied.values() for f in files if not present(f)})
     if missing:
         raise MigrationError(f"table {name}: copied data files are missing ({missing[0]}); nothing was changed")
 
@@ -521,6 +543,24 @@ def _place(staging: Path, target: AtlasmartHome, placed: list[Path]) -> None:
         placed.append(final)
 
 
+def _put(staging: Path, target: AtlasmartHome, placed: list[str]) -> None:
+    """Put the staged ``warehouse/`` and ``raw/`` under the target's prefix (which holds nothing: checked)."""
+    objects = target.objects
+    for name, prefix in (("warehouse", target.warehouse_uri), ("raw", target.raw_uri)):
+        for path in sorted(p for p in (staging / name).rglob("*") if p.is_file()):
+            url = f"{prefix}/{path.relative_to(staging / name).as_posix()}"
+            if name == "raw":
+                if not objects.put_once(url, path):
+                    raise MigrationError(f"{url} appeared in the raw store during the migration; nothing was changed")
+            else:
+                objects.upload(path, url)
+            placed.append(url)
+
+
+def _shared_where(target: AtlasmartHome) -> str:
+    return f"object store {target.object_root.where}" if target.object_root else f"shared folder {target.shared_root}"
+
+
 def migrate_to_team(source: AtlasmartHome, target: AtlasmartHome) -> dict[str, Any]:
     """Copy the embedded home ``source`` into the empty team deployment ``target``, all or nothing.
 
@@ -532,10 +572,13 @@ def migrate_to_team(source: AtlasmartHome, target: AtlasmartHome) -> dict[str, A
     check_target_empty(target)
     ledger_rows = read_ledger(source)
     catalog = read_catalog(source)
-    target.shared_root.mkdir(parents=True, exist_ok=True)
-    staging = target.shared_root / f".atlasmart-migration-{uuid.uuid4().hex[:12]}"
+    if target.shared_root is not None:
+        target.shared_root.mkdir(parents=True, exist_ok=True)
+        staging = target.shared_root / f".atlasmart-migration-{uuid.uuid4().hex[:12]}"
+    else:  # an object store: staged on this machine (the embedded home is only read)
+        staging = Path(tempfile.mkdtemp(prefix=".atlasmart-migration-"))
     places = _Locations(source, target, staging)
-    placed: list[Path] = []
+    placed: list = []  # folders placed, or on an object store the objects put
     seen: dict[str, list[str]] = {}  # data files per manifest, source and copy
     ledger = Ledger(target.database_url)
     try:
@@ -549,14 +592,20 @@ def migrate_to_team(source: AtlasmartHome, target: AtlasmartHome) -> dict[str, A
                 raise _refusal(target, found)
             copied_rows = _copy_ledger(ledger, ledger_rows)
             _insert_catalog(ledger, catalog, staged["tables"])
-            _place(staging, target, placed)
+            if target.objects is not None:
+                _put(staging, target, placed)
+            else:
+                _place(staging, target, placed)
             for row in catalog:
                 _check_table(row["table_name"], row["metadata_location"],
-                             staged["tables"][row["table_name"]]["metadata_location"], places, seen)
+                             staged["tables"][row["table_name"]]["metadata_location"], places, seen, target)
     except BaseException as exc:
-        for folder in placed:
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir(exist_ok=True)
+        for done in placed:
+            if target.objects is not None:
+                target.objects.delete(done)
+            else:
+                shutil.rmtree(done, ignore_errors=True)
+                done.mkdir(exist_ok=True)
         if isinstance(exc, AtlasmartError) or not isinstance(exc, Exception):
             raise
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -568,7 +617,7 @@ def migrate_to_team(source: AtlasmartHome, target: AtlasmartHome) -> dict[str, A
     return {
         "source": str(source.root),
         "database": redacted(target.database_url),
-        "shared_folder": str(target.shared_root),
+        "shared_folder": str(target.shared_root) if target.object_root is None else target.object_root.url,
         "tables": staged["tables"],
         "raw_batches": staged["raw_batches"],
         "raw_bytes": staged["raw_bytes"],

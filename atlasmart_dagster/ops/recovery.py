@@ -375,9 +375,19 @@ def _read_failure(exc: BaseException) -> tuple[str, str]:
     return "unreadable", f"unreadable ({type(exc).__name__}: {text})"
 
 
+def _stored_batch(platform: Platform, batch: dict):
+    """The raw store's batch, or None when it is gone (on an object store, a data file lost from the bucket)."""
+    try:
+        return platform.raw_store.get(batch["partition"], batch["batch_id"])
+    except FileNotFoundError:
+        return None
+
+
 def _missing_files(wh: Warehouse, spec: TableSpec, partition: str, snapshot_id: int | None) -> list[str]:
     """Data files of one partition at a snapshot that are not on disk, relative to the home (or shared folder)."""
     files = wh.data_files(spec, [partition], snapshot_id)
+    if wh.objects is not None:
+        return [f for f in files if not wh.objects.exists(f)]
     root = wh.home.data_root
     return [str(Path(f).relative_to(root)) if Path(f).is_relative_to(root) else f
             for f in files if not Path(f).exists()]
@@ -521,11 +531,12 @@ def verify(platform: Platform) -> dict[str, Any]:
     batches = ledger.batches.list()
     for batch in batches:
         checked["raw_batches"] += 1
-        stored = platform.raw_store.get(batch["partition"], batch["batch_id"])
-        if stored is None or not stored.data_path.is_file():
+        stored = _stored_batch(platform, batch)
+        found_sha = platform.raw_store.stored_sha256(stored) if stored is not None else None
+        if found_sha is None:
             findings.append(_finding("raw", "raw_missing", RAW_ORDER_LINES.name, batch["partition"],
                                      f"raw batch {batch['batch_id']} is missing from the raw store"))
-        elif sha256_file(stored.data_path) != batch["data_sha256"]:
+        elif found_sha != batch["data_sha256"]:
             findings.append(_finding("raw", "raw_changed", RAW_ORDER_LINES.name, batch["partition"],
                                      f"raw batch {batch['batch_id']} no longer hashes to its manifest's data_sha256"))
     days = sorted({b["partition"] for b in batches})

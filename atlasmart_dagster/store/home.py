@@ -20,6 +20,12 @@ out of the folder, chosen by two settings: ``ATLASMART_DATABASE_URL``
 Iceberg catalog; ``ATLASMART_WAREHOUSE`` is a path every worker mounts and
 holds ``warehouse/`` and ``raw/``. The home folder then keeps only what is
 per machine: the clock, the Dagster home, artifacts and (unused) lock files.
+
+``ATLASMART_WAREHOUSE`` may instead be an object store, ``s3://bucket/prefix``
+(with ``ATLASMART_S3_ENDPOINT`` for an S3 API other than AWS's, and the
+standard AWS credential variables): ``warehouse/`` and ``raw/`` are then
+prefixes in the bucket (``store/object_store.py``, docs/object-storage.md),
+and the home keeps a cache of the raw batches it read.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import UsageError
+from .object_store import ENDPOINT_ENV, S3Location, S3Store, is_object_store_url, s3_store
 
 HOME_ENV = "ATLASMART_HOME"
 LANDING_ENV = "ATLASMART_LANDING"
@@ -65,6 +72,8 @@ class AtlasmartHome:
     # shared folder of table data and raw batches. Both None: embedded.
     database_url: str | None = None
     shared_root: Path | None = None
+    # Team mode on an object store: the bucket and prefix of table data and raw batches (shared_root is None).
+    object_root: S3Location | None = None
 
     @classmethod
     def resolve(cls, path: str | os.PathLike | None = None, embedded: bool = False) -> "AtlasmartHome":
@@ -86,6 +95,16 @@ class AtlasmartHome:
             )
         if not database_url.startswith(("postgresql://", "postgresql+psycopg2://", "postgres://")):
             raise UsageError(f"${DATABASE_URL_ENV} must be a postgresql:// URL, not {database_url.split(':')[0]}://...")
+        if is_object_store_url(warehouse):
+            try:
+                location = S3Location.from_environment(warehouse)
+            except ValueError as exc:
+                raise UsageError(f"${WAREHOUSE_ENV}: {exc} (a bucket name is 3-63 lower-case letters, digits, "
+                                 f"dots and hyphens)") from None
+            return cls(Path(chosen).resolve(), database_url, None, location)
+        if os.environ.get(ENDPOINT_ENV):
+            raise UsageError(f"${ENDPOINT_ENV} is set but ${WAREHOUSE_ENV} is the folder {warehouse}, not an "
+                             f"s3://bucket/prefix: unset it, or point ${WAREHOUSE_ENV} at the bucket")
         return cls(Path(chosen).resolve(), database_url, Path(warehouse).resolve())
 
     @property
@@ -112,11 +131,37 @@ class AtlasmartHome:
 
     @property
     def warehouse_dir(self) -> Path:
+        """The folder of table files (on an object store: unused, see ``warehouse_uri``)."""
         return self.data_root / "warehouse"
 
     @property
     def raw_dir(self) -> Path:
-        return self.data_root / "raw"
+        """The raw store's folder; on an object store, this machine's cache of the batches it read."""
+        return self.data_root / ("raw-cache" if self.object_root else "raw")
+
+    @property
+    def objects(self) -> S3Store | None:
+        """The object store of table files and raw batches, or None when they are in a folder."""
+        return s3_store(self.object_root) if self.object_root else None
+
+    @property
+    def warehouse_uri(self) -> str:
+        """The Iceberg warehouse location: ``file://`` of the folder, or ``s3://bucket/prefix/warehouse``."""
+        return self.object_root.child("warehouse") if self.object_root else f"file://{self.warehouse_dir}"
+
+    @property
+    def raw_uri(self) -> str | None:
+        """The raw store's ``s3://`` prefix on an object store (None: the folder ``raw_dir``)."""
+        return self.object_root.child("raw") if self.object_root else None
+
+    @property
+    def warehouse_where(self) -> str:
+        """The table files' place as messages say it."""
+        return self.warehouse_uri if self.object_root else str(self.warehouse_dir)
+
+    @property
+    def raw_where(self) -> str:
+        return self.raw_uri if self.object_root else str(self.raw_dir)
 
     @property
     def ledger_db(self) -> Path:
@@ -151,6 +196,10 @@ class AtlasmartHome:
         """What to do about a lost or replaced store of this home."""
         if self.database_url is None:
             return f"restore the home {self.root} from a backup (atlasmart restore BACKUP)"
+        if self.object_root is not None:
+            return (f"restore the team database and the bucket prefix {self.object_root.where} together from their "
+                    f"backups (the database first, then the bucket's object versions or copy of the same time), "
+                    f"then run atlasmart verify")
         return (f"restore the team database and the shared folder {self.shared_root} together from their backups "
                 f"(pg_restore or point-in-time recovery, then the folder's snapshot), then run atlasmart verify")
 

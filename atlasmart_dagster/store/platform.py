@@ -54,7 +54,7 @@ from .ledger.batches import BATCHES
 from .ledger.engine import HOME_IDENTITY
 from .ledger.partition_states import PARTITION_EVENTS
 from .locks import home_lock
-from .raw_store import RawStore
+from .raw_store import ObjectRawStore, RawStore
 from .tables import NAMESPACE, TABLES_BY_NAME
 from .warehouse import CatalogProbe, Warehouse
 
@@ -192,11 +192,18 @@ class Platform:
     @cached_property
     def raw_store(self) -> RawStore:
         self._checked  # noqa: B018 - checks the stores the first time
-        return RawStore(self.home.raw_dir)
+        return raw_store_of(self.home)
 
     @cached_property
     def landing(self) -> LandingZone:
         return LandingZone(self.landing_root)
+
+
+def raw_store_of(home: AtlasmartHome) -> RawStore:
+    """The home's raw store: its folder, or its prefix on the object store (cached in ``raw_dir``)."""
+    if home.object_root is not None:
+        return ObjectRawStore(home.raw_dir, home.objects, home.raw_uri)
+    return RawStore(home.raw_dir)
 
 
 # -- the check ------------------------------------------------------------------------
@@ -277,11 +284,26 @@ def _probe_ledger(ledger: Ledger) -> _LedgerProbe:
 
 
 def _raw_batches(home: AtlasmartHome) -> bool:
-    return next(home.raw_dir.glob("sales_date=*/batch_id=*"), None) is not None
+    return raw_store_of(home).any_batches()
 
 
 def _table_files(home: AtlasmartHome) -> bool:
+    if home.objects is not None:
+        return home.objects.any(home.warehouse_uri)
     return any(files for _, _, files in os.walk(home.warehouse_dir))
+
+
+def _table_metadata_file(home: AtlasmartHome) -> str | Path | None:
+    """One table metadata file in the home's warehouse, if any (a catalog without tables must find none)."""
+    if home.objects is not None:
+        return next(iter(home.objects.list(f"{home.warehouse_uri}/{NAMESPACE}", suffix=".metadata.json")), None)
+    return next(home.warehouse_dir.glob(f"{NAMESPACE}/*/metadata/*.metadata.json"), None)
+
+
+def _is_file(home: AtlasmartHome, location: str) -> bool:
+    if home.objects is not None:
+        return location.startswith("s3://") and home.objects.exists(location)
+    return Path(location.removeprefix("file://")).is_file()
 
 
 def _new_identity(origin: str, home_id: str | None = None) -> HomeIdentity:
@@ -312,11 +334,11 @@ def _establish(home: AtlasmartHome, ledger: Ledger, warehouse: Warehouse) -> Sto
         raise _foreign(home, cat.home_id, ledger_id)
     files = _table_files(home)
     needs_ledger = (f"the catalog {home.catalog_where} holds {len(cat.tables)} tables" if cat.tables
-                    else f"the raw store {home.raw_dir} holds batches" if _raw_batches(home)
-                    else f"{home.warehouse_dir} holds table files" if files else None)
+                    else f"the raw store {home.raw_where} holds batches" if _raw_batches(home)
+                    else f"{home.warehouse_where} holds table files" if files else None)
     versioned = _versioned_tables(ledger, cat)
     needs_catalog = (f"the ledger {home.ledger_where} has certified or built versions of {_listed(versioned)}"
-                     if versioned else f"{home.warehouse_dir} holds table files" if files else None)
+                     if versioned else f"{home.warehouse_where} holds table files" if files else None)
     if ledger_id or cat.home_id:
         known = ledger_id or cat.home_id
         if ledger_id is None and (led.has_data or needs_ledger):
@@ -387,30 +409,30 @@ def _check_expectations(home: AtlasmartHome, ledger: Ledger, catalog: CatalogPro
             f"the Iceberg catalog {home.catalog_where} lacks {_listed(lacking)}, which the ledger "
             f"{home.ledger_where} has certified or built versions of: {home.restore_hint}"
         )
-    prefix = f"file://{home.warehouse_dir}/{NAMESPACE}/"
+    prefix = f"{home.warehouse_uri}/{NAMESPACE}/"
     outside = sorted(loc for loc in catalog.tables.values() if not loc.startswith(prefix))
     if outside:
         raise StoreForeign(
             f"the Iceberg catalog {home.catalog_where} names table files outside this home's warehouse "
-            f"{home.warehouse_dir} ({outside[0]}): it is another home's catalog, or the home was moved (Iceberg "
+            f"{home.warehouse_where} ({outside[0]}): it is another home's catalog, or the home was moved (Iceberg "
             f"metadata holds absolute paths, so a home works only where it was created); {home.restore_hint}"
         )
-    stray = None if catalog.tables else next(home.warehouse_dir.glob(f"{NAMESPACE}/*/metadata/*.metadata.json"), None)
+    stray = None if catalog.tables else _table_metadata_file(home)
     if stray is not None:
         raise StoreForeign(
-            f"the Iceberg catalog {home.catalog_where} holds no tables, but {home.warehouse_dir} holds table metadata "
+            f"the Iceberg catalog {home.catalog_where} holds no tables, but {home.warehouse_where} holds table metadata "
             f"({stray}): those tables are another home's (a wrong database or shared folder), or the catalog lost "
             f"them; {home.restore_hint}"
         )
-    if catalog.tables and not any(Path(loc.removeprefix("file://")).is_file() for loc in catalog.tables.values()):
+    if catalog.tables and not any(_is_file(home, loc) for loc in catalog.tables.values()):
         raise StoreMissing(
-            f"the table files of this home are missing: {home.warehouse_dir} holds none of the "
+            f"the table files of this home are missing: {home.warehouse_where} holds none of the "
             f"{len(catalog.tables)} tables' metadata that the catalog {home.catalog_where} names: {home.restore_hint}"
         )
     batches = ledger.engine.select(BATCHES) if BATCHES.name in names else []
-    if batches and not any((home.raw_dir / f"sales_date={b['partition']}" / f"batch_id={b['batch_id']}").is_dir()
-                           for b in batches):
+    raw = raw_store_of(home) if batches else None
+    if batches and not any(raw.holds(b["partition"], b["batch_id"]) for b in batches):
         raise StoreMissing(
-            f"the raw store {home.raw_dir} holds none of the {len(batches)} batches the ledger "
+            f"the raw store {home.raw_where} holds none of the {len(batches)} batches the ledger "
             f"{home.ledger_where} admitted: it is missing or another home's; {home.restore_hint}"
         )

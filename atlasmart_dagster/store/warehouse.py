@@ -46,6 +46,7 @@ from ..errors import EnvironmentFault, SnapshotMissing, StoreUnreadable, Transie
 from .home import AtlasmartHome, write_fault
 from .iceberg_adapter import CachedViewTransaction, data_files_for
 from .locks import home_lock
+from .object_store import S3Store, object_store_fault
 from .tables import NAMESPACE, TableSpec
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
@@ -90,6 +91,7 @@ def _partition_filter(spec: TableSpec, partitions: Sequence[str] | None):
 
 
 def _local_path(uri: str) -> str:
+    """The path DuckDB reads a table file by: a local path, or the ``s3://`` URL as it is (``use_object_store``)."""
     return uri.removeprefix("file://")
 
 
@@ -112,6 +114,22 @@ def reachable_files(table: Table) -> list[str]:
 
 _ENGINE: duckdb.DuckDBPyConnection | None = None
 _ENGINE_LOCK = threading.Lock()
+_ENGINE_STORES: set[int] = set()
+
+
+def use_object_store(store: S3Store) -> None:
+    """Let every connection of the process's DuckDB engine read and write ``s3://`` paths of ``store``.
+
+    DuckDB's own S3 extension (httpfs) is not in the wheel and is downloaded on
+    first use, which a locked-down worker cannot do; a filesystem registered on
+    the engine (pyarrow's S3 client, through fsspec) serves its cursors instead.
+    One registration per engine: DuckDB keeps one filesystem per protocol.
+    """
+    duckdb_connection().close()  # the engine exists
+    with _ENGINE_LOCK:
+        if _ENGINE is not None and id(_ENGINE) not in _ENGINE_STORES:
+            store.register(_ENGINE)
+            _ENGINE_STORES.add(id(_ENGINE))
 
 
 def duckdb_connection() -> duckdb.DuckDBPyConnection:
@@ -141,6 +159,7 @@ def _close_engine() -> None:
     global _ENGINE
     with _ENGINE_LOCK:
         if _ENGINE is not None:
+            _ENGINE_STORES.discard(id(_ENGINE))
             _ENGINE.close()
             _ENGINE = None
 
@@ -184,6 +203,10 @@ class Warehouse:
         # Set by the platform while the home is empty: called before the first write, to
         # create the home's stores together (store/platform.py); a read creates no catalog.
         self.before_first_use: Callable[[], None] | None = None
+        # On an object store, table files are written in a local folder and then put in the bucket.
+        self.objects = home.objects
+        if self.objects is not None:
+            use_object_store(self.objects)
 
     @cached_property
     def catalog(self) -> SqlCatalog:
@@ -200,7 +223,8 @@ class Warehouse:
             catalog = SqlCatalog(
                 NAMESPACE,
                 uri=self.home.catalog_uri,
-                warehouse=f"file://{self.home.warehouse_dir}",
+                warehouse=self.home.warehouse_uri,
+                **(self.home.object_root.iceberg_properties() if self.home.object_root else {}),
             )
             catalog.create_namespace_if_not_exists(NAMESPACE)
         except DBAPIError as exc:
@@ -213,6 +237,9 @@ class Warehouse:
     def _fault(self, exc: BaseException) -> EnvironmentFault | None:
         """The one-line environment fault behind a failed write of the embedded catalog or a table file, if any."""
         cause = exc.orig if isinstance(exc, DBAPIError) else exc
+        if self.objects is not None and not isinstance(cause, sqlite3.Error | DBAPIError):
+            found = object_store_fault(exc, self.home.object_root.where)
+            return found if isinstance(found, EnvironmentFault) else None
         if isinstance(cause, sqlite3.Error) and self.home.database_url is None:
             if (getattr(cause, "sqlite_errorcode", None) or 0) & 0xFF not in _SQLITE_REFUSED:
                 return None
@@ -346,8 +373,18 @@ class Warehouse:
             )
 
     def data_dir(self, spec: TableSpec) -> Path:
-        """Where the table's data files are written (one sub-folder per write)."""
+        """Where the table's data files are written (one sub-folder per write).
+
+        On an object store, the local folder they are written in before they
+        are put at the same place under ``data_uri``.
+        """
+        if self.objects is not None:
+            return self.home.root / "uploads" / NAMESPACE / spec.name / "data"
         return self.home.warehouse_dir / NAMESPACE / spec.name / "data"
+
+    def data_uri(self, spec: TableSpec) -> str:
+        """The location of the table's data files, as Iceberg records them (``file://`` or ``s3://``)."""
+        return f"{self.home.warehouse_uri}/{NAMESPACE}/{spec.name}/data"
 
     def current_snapshot_id(self, spec: TableSpec) -> int | None:
         table = self.existing(spec)
@@ -467,6 +504,36 @@ class Warehouse:
         self, spec: TableSpec, con: duckdb.DuckDBPyConnection, select_sql: str, partitions: Sequence[str] | None
     ) -> list[str]:
         """Parquet files (URIs) holding the rows of ``select_sql``: one per partition present.
+
+        On an object store they are written locally, checked, then put in the
+        bucket under the same write folder (a key no other write uses), and
+        the local copies removed: DuckDB's COPY through the fsspec bridge is
+        one unparallelised stream per file, an upload of a finished file is
+        not, and a stray-row refusal never leaves an object behind.
+        """
+        files = self._write_local_files(spec, con, select_sql, partitions)
+        if self.objects is None or not files:
+            return files
+        local_root = self.data_dir(spec)
+        targets = [(Path(_local_path(f)), f"{self.data_uri(spec)}/{Path(_local_path(f)).relative_to(local_root)}")
+                   for f in files]
+        try:
+            with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
+                list(pool.map(lambda pair: self.objects.upload(*pair), targets))
+        finally:
+            for local, _ in targets:
+                local.unlink(missing_ok=True)
+            for local, _ in targets[:1]:
+                try:
+                    local.parent.rmdir()
+                except OSError:
+                    pass
+        return [url for _, url in targets]
+
+    def _write_local_files(
+        self, spec: TableSpec, con: duckdb.DuckDBPyConnection, select_sql: str, partitions: Sequence[str] | None
+    ) -> list[str]:
+        """The Parquet files of ``_write_files`` (``file://`` URIs), in ``data_dir``.
 
         Rows are cast to the table's types and sorted by the grain (a total
         order), so the same rows always give the same bytes. The sort is what

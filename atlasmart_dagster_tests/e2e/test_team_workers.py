@@ -6,9 +6,9 @@ the run queue starts them under the team instance's lane limits, and every
 step executes on one of two ``dagster-celery`` workers (started as the README
 says, ``python -m atlasmart_dagster.ops.celery_worker``), all against one
 Postgres database (Dagster instance, Iceberg catalog, ledger) and one shared
-folder. Mid-run one worker is killed with SIGKILL while it executes a step:
-the broker (RabbitMQ) hands that step to the other worker, which runs it
-again. Every certified day must carry the fingerprint the embedded mode gives
+folder, or (``[team-s3]``) one prefix on a real S3 server. Mid-run one worker
+is killed with SIGKILL while it executes a step: the broker (RabbitMQ) hands
+that step to the other worker, which runs it again. Every certified day must carry the fingerprint the embedded mode gives
 for the same landing zone (no half partition survives the kill), and the
 lanes must hold in the run records.
 """
@@ -28,6 +28,7 @@ import pytest
 
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.store.dagster_instance import packaged_instance_config
+from atlasmart_dagster_tests.s3_server import team_warehouse
 from atlasmart_dagster_tests.team_database import scratch_database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +55,9 @@ def _status(shell: dict) -> list[dict]:
     return json.loads(out.stdout)
 
 
-def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mode(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("warehouse", ["team", "team-s3"])
+def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mode(tmp_path, capsys, monkeypatch,
+                                                                                   warehouse):
     landing = tmp_path / "gen"
     assert main(["generate", "--days", str(DAYS), "--rows", "2000", "--start", FIRST, "--out", str(landing)]) == 0
     capsys.readouterr()
@@ -70,7 +73,7 @@ def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mo
     reference = _fingerprints(_status(embedded))
     assert len(reference) == DAYS
 
-    with scratch_database() as url:
+    with scratch_database() as url, team_warehouse(warehouse, tmp_path) as data_place:
         dagster_home = tmp_path / "dagster"
         dagster_home.mkdir()
         (dagster_home / "dagster.yaml").write_text(packaged_instance_config(team=True).read_text())
@@ -78,7 +81,7 @@ def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mo
             **embedded,
             "ATLASMART_HOME": str(tmp_path / "team-home"),
             "ATLASMART_DATABASE_URL": url,
-            "ATLASMART_WAREHOUSE": str(tmp_path / "shared"),
+            **data_place,
             "DAGSTER_HOME": str(dagster_home),
             "ATLASMART_EXECUTOR": "celery",
             # RabbitMQ: it hands a dead worker's unacknowledged step back at once

@@ -1,0 +1,116 @@
+"""The real S3 server of the object-store tests (Ceph RGW started by ``s3-local.sh``), and a team deployment on it.
+
+The tests do not start the server: it takes ~15 s and installs Debian
+packages the first time, so the test command starts it once
+(``$ATLASMART_TEST_S3_LOCAL start``, default ``../shared/tools/s3-local.sh``) and
+stops it at the end. The tests find it through the exports the script
+writes (``$S3_DIR/env``, default ``/tmp/s3-local/env``), or through
+``AWS_ENDPOINT_URL`` and the AWS credential variables already set. Without
+a server they skip with a line saying how to start one, except under
+``CI=true``, where a missing server fails the run (as a missing Postgres
+does, ``team_database.py``): CI can never pass by skipping them.
+
+Each test gets its own key prefix in the bucket, removed afterwards, and
+its own scratch database.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+from urllib.request import urlopen
+
+import pytest
+
+from atlasmart_dagster_tests.team_database import scratch_database
+
+REPO = Path(__file__).resolve().parents[1]
+S3_LOCAL = os.environ.get("ATLASMART_TEST_S3_LOCAL", str(REPO.parent / "shared" / "tools" / "s3-local.sh"))
+ENV_FILE = Path(os.environ.get("S3_DIR", "/tmp/s3-local")) / "env"
+_SETTINGS = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "S3_TEST_BUCKET")
+
+
+def server_settings() -> dict[str, str]:
+    """The server's endpoint, test credentials and bucket: from the environment, else the script's env file."""
+    found = {k: os.environ[k] for k in _SETTINGS if os.environ.get(k)}
+    if "AWS_ENDPOINT_URL" not in found and ENV_FILE.is_file():
+        for line in ENV_FILE.read_text().splitlines():
+            name, _, value = line.removeprefix("export ").partition("=")
+            if name in _SETTINGS:
+                found.setdefault(name, value.strip())
+    found.setdefault("S3_TEST_BUCKET", "warehouse")
+    found.setdefault("AWS_REGION", "us-east-1")
+    return found
+
+
+def require_s3() -> dict[str, str]:
+    """The server's settings; skip (or, under CI, fail) when no S3 server answers."""
+    settings = server_settings()
+    endpoint = settings.get("AWS_ENDPOINT_URL")
+    problem = None
+    if not endpoint or "AWS_ACCESS_KEY_ID" not in settings:
+        problem = f"no S3 server is configured (no AWS_ENDPOINT_URL, no {ENV_FILE})"
+    else:
+        try:
+            urlopen(endpoint, timeout=5).close()
+        except Exception as exc:  # noqa: BLE001 - any reason to be unreachable is the same answer
+            problem = f"the S3 server at {endpoint} is not reachable ({exc})"
+    if problem:
+        message = f"{problem}; start it (bash {S3_LOCAL} start) to run the object-store tests"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return settings
+
+
+@contextmanager
+def s3_prefix(settings: dict[str, str]) -> Iterator[str]:
+    """A fresh ``s3://bucket/<random>`` prefix, emptied afterwards."""
+    from atlasmart_dagster.store.object_store import S3Location, s3_store
+
+    url = f"s3://{settings['S3_TEST_BUCKET']}/t-{uuid.uuid4().hex[:12]}"
+    try:
+        yield url
+    finally:
+        store = s3_store(S3Location.parse(url, settings["AWS_ENDPOINT_URL"], settings["AWS_REGION"]))
+        for key in store.list(url):
+            store.delete(key)
+
+
+@contextmanager
+def s3_team_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The team deployment on the S3 server: a scratch database, a fresh bucket prefix; yields the prefix URL."""
+    settings = require_s3()
+    with scratch_database() as url, s3_prefix(settings) as prefix:
+        monkeypatch.setenv("ATLASMART_DATABASE_URL", url)
+        monkeypatch.setenv("ATLASMART_WAREHOUSE", prefix)
+        monkeypatch.setenv("ATLASMART_S3_ENDPOINT", settings["AWS_ENDPOINT_URL"])
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"):
+            monkeypatch.setenv(name, settings[name])
+        yield prefix
+
+
+@pytest.fixture
+def s3_team_deployment(monkeypatch) -> Iterator[str]:
+    """Switch this test to the team deployment on the S3 server; yields the warehouse's ``s3://`` prefix."""
+    with s3_team_environment(monkeypatch) as prefix:
+        yield prefix
+
+
+@contextmanager
+def team_warehouse(kind: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of a team deployment's data place, for processes a test starts: ``team`` or ``team-s3``.
+
+    ``team``: a shared folder in ``tmp_path``; ``team-s3``: a fresh prefix on
+    the S3 server, with its endpoint and the test credentials.
+    """
+    if kind == "team":
+        yield {"ATLASMART_WAREHOUSE": str(tmp_path / "shared")}
+        return
+    settings = require_s3()
+    with s3_prefix(settings) as prefix:
+        yield {"ATLASMART_WAREHOUSE": prefix, "ATLASMART_S3_ENDPOINT": settings["AWS_ENDPOINT_URL"],
+               **{name: settings[name] for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")}}
