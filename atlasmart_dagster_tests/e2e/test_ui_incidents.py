@@ -5,8 +5,8 @@ history days are certified, the ERP renamed ``line_amount_usd`` in
 2026-09-21's delivery, the contract gate (a blocking check) stopped the day,
 and a tick of ``incident_sensor`` opened INC-0001 and showed it to the
 instance. ``dagster-webserver`` (no daemon: the test ticks the sensor itself)
-serves the project's code location with the ``open_incidents`` check
-(``incident_ui_location.py``), and Debian's Chromium reads, as a user would:
+serves the project's code location (``atlasmart_dagster.definitions``, which
+has the ``open_incidents`` check), and Debian's Chromium reads, as a user would:
 
 * the origin's day (``raw_order_lines``, *Partitions*, 2026-09-21): the
   incident id and status in the day's metadata, above the materialization's;
@@ -61,7 +61,7 @@ DAY = SAMPLE_DAYS[-1]
 ONCALL = "oncall@atlasmart.example"
 ORIGIN = "raw_order_lines"
 SERVED = served_asset("mart_finance_daily_sales")
-LOCATION = "atlasmart_dagster_tests.e2e.incident_ui_location"
+LOCATION = "atlasmart_dagster.definitions"
 
 
 @pytest.fixture
