@@ -1,4 +1,4 @@
-"""Throwaway Postgres databases for the team-mode tests (created per test, dropped after).
+"""Throwaway Postgres databases for the team-mode tests (created per test, dropped after), and a team instance.
 
 The team deployment's tests run against the real PostgreSQL on 127.0.0.1:5432
 (``ATLASMART_TEST_POSTGRES`` overrides the server URL). Without one they skip
@@ -9,11 +9,24 @@ server fails the run: CI can never pass by skipping them.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterator
 
+import dagster as dg
 import pytest
+
+from atlasmart_dagster.store.dagster_instance import packaged_instance_config
+from atlasmart_dagster.store.home import sample_dir
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
 
 SERVER_URL = os.environ.get("ATLASMART_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -78,3 +91,66 @@ def deployment(request) -> str:
     if request.param == "team":
         request.getfixturevalue("team_deployment")
     return request.param
+
+
+@dataclass
+class TeamDaemon:
+    """A team deployment served by real ``dagster-daemon`` processes, as the tests' shell commands see it."""
+
+    shell: dict[str, str]  # the environment an operator's shell would have
+    instance: dg.DagsterInstance  # the team's Dagster instance on Postgres, opened by the test
+    root: Path
+    daemons: list[subprocess.Popen] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)  # each daemon's output, in the order they started
+
+    def start_daemon(self) -> subprocess.Popen:
+        """Start ``dagster-daemon run`` and return once its run queue and backfill daemons both beat."""
+        self.logs.append(self.root / f"daemon-{len(self.daemons)}.log")
+        daemon = subprocess.Popen([BIN / "dagster-daemon", "run", "-w", str(REPO / "workspace.yaml")],
+                                  env=self.shell, cwd=REPO, stdout=open(self.logs[-1], "w"),
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+        self.daemons.append(daemon)
+        since = time.time()
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            beats = self.instance.get_daemon_heartbeats()
+            if all(d in beats and beats[d].timestamp > since for d in ("QUEUED_RUN_COORDINATOR", "BACKFILL")):
+                return daemon
+            assert daemon.poll() is None, self.logs[-1].read_text()[-3000:]
+            time.sleep(1)
+        raise AssertionError("dagster-daemon did not start beating within 180 s")
+
+
+@pytest.fixture
+def team_daemon(tmp_path, monkeypatch) -> Iterator[TeamDaemon]:
+    """A Postgres team instance (scratch database, the packaged team dagster.yaml), no daemon started yet.
+
+    Every daemon the test starts ends with its process group (its code servers
+    and the runs they started) when the test ends.
+    """
+    with scratch_database() as url:
+        dagster_home = tmp_path / "dagster"
+        dagster_home.mkdir()
+        (dagster_home / "dagster.yaml").write_text(packaged_instance_config(team=True).read_text())
+        shell = {
+            **os.environ,
+            "ATLASMART_HOME": str(tmp_path / "home"),
+            "ATLASMART_LANDING": str(sample_dir() / "landing"),
+            "ATLASMART_DATABASE_URL": url,
+            "ATLASMART_WAREHOUSE": str(tmp_path / "shared"),
+            "DAGSTER_HOME": str(dagster_home),
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONUNBUFFERED": "1",
+        }
+        monkeypatch.setenv("ATLASMART_DATABASE_URL", url)  # the instance's dagster.yaml reads it
+        team = TeamDaemon(shell, dg.DagsterInstance.from_config(str(dagster_home)), tmp_path)
+        try:
+            yield team
+        finally:
+            for daemon in team.daemons:
+                try:
+                    os.killpg(daemon.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                daemon.wait(timeout=60)
+            team.instance.dispose()

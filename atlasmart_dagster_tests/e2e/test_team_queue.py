@@ -11,101 +11,64 @@ lane's limit held: never more backfill-lane runs at once than it allows.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import dagster as dg
 import pytest
 import yaml
 
 from atlasmart_dagster.store.dagster_instance import packaged_instance_config
-from atlasmart_dagster.store.home import sample_dir
-from atlasmart_dagster_tests.team_database import scratch_database
-
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
+from atlasmart_dagster_tests.team_database import BIN, REPO, team_daemon  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slow
 
 
-def test_cli_runs_are_queued_and_two_submitters_never_exceed_the_backfill_lane(tmp_path, monkeypatch):
-    with scratch_database() as url:
-        dagster_home = tmp_path / "dagster"
-        dagster_home.mkdir()
-        (dagster_home / "dagster.yaml").write_text(packaged_instance_config(team=True).read_text())
-        shell = {
-            **os.environ,
-            "ATLASMART_HOME": str(tmp_path / "home"),
-            "ATLASMART_LANDING": str(sample_dir() / "landing"),
-            "ATLASMART_DATABASE_URL": url,
-            "ATLASMART_WAREHOUSE": str(tmp_path / "shared"),
-            "DAGSTER_HOME": str(dagster_home),
-            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            "PYTHONUNBUFFERED": "1",
-        }
-        workspace = ["-w", str(REPO / "workspace.yaml")]
+def test_cli_runs_are_queued_and_two_submitters_never_exceed_the_backfill_lane(team_daemon):
+    shell, instance = team_daemon.shell, team_daemon.instance
+    workspace = ["-w", str(REPO / "workspace.yaml")]
 
-        def cli(*args, timeout=600):
-            return subprocess.run([str(a) for a in args], env=shell, capture_output=True, text=True,
-                                  timeout=timeout, cwd=REPO)
+    def cli(*args, timeout=600):
+        return subprocess.run([str(a) for a in args], env=shell, capture_output=True, text=True,
+                              timeout=timeout, cwd=REPO)
 
-        # Without a daemon nothing would ever run: refused at once, with what to start.
-        refused = cli(BIN / "atlasmart", "demo")
-        assert refused.returncode == 1 and "no dagster-daemon is serving the run queue" in refused.stderr
+    # Without a daemon nothing would ever run: refused at once, with what to start.
+    refused = cli(BIN / "atlasmart", "demo")
+    assert refused.returncode == 1 and "no dagster-daemon is serving the run queue" in refused.stderr
 
-        daemon = subprocess.Popen([BIN / "dagster-daemon", "run", *workspace], env=shell, cwd=REPO,
-                                  stdout=open(tmp_path / "daemon.log", "w"), stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-        try:
-            monkeypatch.setenv("ATLASMART_DATABASE_URL", url)
-            instance = dg.DagsterInstance.from_config(str(dagster_home))
-            deadline = time.monotonic() + 120
-            while "BACKFILL" not in instance.get_daemon_heartbeats() and time.monotonic() < deadline:
-                time.sleep(1)
+    team_daemon.start_daemon()
+    demo = cli(BIN / "atlasmart", "--json", "demo")
+    assert demo.returncode == 0, (demo.stderr[-3000:], team_daemon.logs[-1].read_text()[-3000:])
+    report = json.loads(demo.stdout)
+    assert report["total"]["controls"] == {
+        "paid_lines": 10, "orders": 8, "units": 12,
+        "revenue_usd": "820.00", "cost_usd": "495.00", "gross_profit_usd": "325.00",
+    }
+    assert {p["state"] for p in report["partitions"]} == {"CERTIFIED"}
+    # Each day was a queued run of the backfill job (in-process runs have no code origin).
+    demo_runs = [r for r in instance.get_runs() if r.job_name == "backfill_sales_job"]
+    assert len(demo_runs) == 5 and all(r.remote_job_origin is not None for r in demo_runs)
+    assert all(r.tags["atlasmart/lane"] == "backfill" for r in demo_runs)
 
-            demo = cli(BIN / "atlasmart", "--json", "demo")
-            assert demo.returncode == 0, (demo.stderr[-3000:], (tmp_path / "daemon.log").read_text()[-3000:])
-            report = json.loads(demo.stdout)
-            assert report["total"]["controls"] == {
-                "paid_lines": 10, "orders": 8, "units": 12,
-                "revenue_usd": "820.00", "cost_usd": "495.00", "gross_profit_usd": "325.00",
-            }
-            assert {p["state"] for p in report["partitions"]} == {"CERTIFIED"}
-            # Each day was a queued run of the backfill job (in-process runs have no code origin).
-            demo_runs = [r for r in instance.get_runs() if r.job_name == "backfill_sales_job"]
-            assert len(demo_runs) == 5 and all(r.remote_job_origin is not None for r in demo_runs)
-            assert all(r.tags["atlasmart/lane"] == "backfill" for r in demo_runs)
+    # Two submitters in different processes at once.
+    # --start-at: part of the chain, so an asset backfill the daemon turns into runs.
+    ours = subprocess.Popen(
+        [BIN / "atlasmart", "--json", "backfill", "--from", "2026-09-17", "--to", "2026-09-19",
+         "--start-at", "fact_sales", "--operator", "ci", "--reason", "two submitters"],
+        env=shell, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ui = cli(BIN / "dagster", "job", "launch", "-j", "backfill_sales_job", *workspace, "--tags", json.dumps({
+        "dagster/asset_partition_range_start": "2026-09-20", "dagster/asset_partition_range_end": "2026-09-21",
+        "atlasmart/lane": "backfill"}))
+    assert ui.returncode == 0, ui.stderr[-2000:]
+    out, err = ours.communicate(timeout=600)
+    assert ours.returncode == 0, err[-3000:]
+    assert json.loads(out)["success"] is True
 
-            # Two submitters in different processes at once.
-            # --start-at: part of the chain, so an asset backfill the daemon turns into runs.
-            ours = subprocess.Popen(
-                [BIN / "atlasmart", "--json", "backfill", "--from", "2026-09-17", "--to", "2026-09-19",
-                 "--start-at", "fact_sales", "--operator", "ci", "--reason", "two submitters"],
-                env=shell, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            ui = cli(BIN / "dagster", "job", "launch", "-j", "backfill_sales_job", *workspace, "--tags", json.dumps({
-                "dagster/asset_partition_range_start": "2026-09-20", "dagster/asset_partition_range_end": "2026-09-21",
-                "atlasmart/lane": "backfill"}))
-            assert ui.returncode == 0, ui.stderr[-2000:]
-            out, err = ours.communicate(timeout=600)
-            assert ours.returncode == 0, err[-3000:]
-            assert json.loads(out)["success"] is True
-
-            finished = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline and not all(r.status in finished for r in instance.get_runs()):
-                time.sleep(2)
-            records = instance.get_run_records()
-        finally:
-            os.killpg(daemon.pid, 15)
-            daemon.wait(timeout=60)
-            try:  # what outlived the daemon in its group (its code server) goes too
-                os.killpg(daemon.pid, 9)
-            except ProcessLookupError:
-                pass
-        instance.dispose()
+    finished = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not all(r.status in finished for r in instance.get_runs()):
+        time.sleep(2)
+    records = instance.get_run_records()
 
     backfill_lane = [r for r in records if r.dagster_run.tags.get("atlasmart/lane") == "backfill"
                      or "dagster/backfill" in r.dagster_run.tags]

@@ -22,11 +22,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from contextlib import contextmanager
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -44,12 +41,8 @@ from atlasmart_dagster.ops.run_queue import (
     wait_for_backfill,
     wait_for_run,
 )
-from atlasmart_dagster.store.dagster_instance import packaged_instance_config
-from atlasmart_dagster.store.home import sample_dir
-from atlasmart_dagster_tests.team_database import scratch_database
+from atlasmart_dagster_tests.team_database import BIN, REPO, team_daemon  # noqa: F401 - a fixture
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 DAY = "2026-09-17"
 
 
@@ -162,54 +155,6 @@ def test_a_queue_deadline_that_is_no_number_of_seconds_is_a_setting_error(monkey
 # --- slow: a real dagster-daemon -------------------------------------------------------------------
 
 
-@contextmanager
-def team_deployment(tmp_path: Path, monkeypatch):
-    """A Postgres team instance (scratch database), its shell environment and an open instance."""
-    with scratch_database() as url:
-        dagster_home = tmp_path / "dagster"
-        dagster_home.mkdir()
-        (dagster_home / "dagster.yaml").write_text(packaged_instance_config(team=True).read_text())
-        shell = {
-            **os.environ,
-            "ATLASMART_HOME": str(tmp_path / "home"),
-            "ATLASMART_LANDING": str(sample_dir() / "landing"),
-            "ATLASMART_DATABASE_URL": url,
-            "ATLASMART_WAREHOUSE": str(tmp_path / "shared"),
-            "DAGSTER_HOME": str(dagster_home),
-            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            "PYTHONUNBUFFERED": "1",
-        }
-        monkeypatch.setenv("ATLASMART_DATABASE_URL", url)
-        instance = dg.DagsterInstance.from_config(str(dagster_home))
-        daemons: list[subprocess.Popen] = []
-
-        def start_daemon() -> subprocess.Popen:
-            log = open(tmp_path / f"daemon-{len(daemons)}.log", "w")
-            daemon = subprocess.Popen([BIN / "dagster-daemon", "run", "-w", str(REPO / "workspace.yaml")], env=shell,
-                                      cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            daemons.append(daemon)
-            since = time.time()
-            deadline = time.monotonic() + 180
-            while time.monotonic() < deadline:
-                beats = instance.get_daemon_heartbeats()
-                if all(d in beats and beats[d].timestamp > since for d in ("QUEUED_RUN_COORDINATOR", "BACKFILL")):
-                    return daemon
-                assert daemon.poll() is None, (tmp_path / f"daemon-{len(daemons) - 1}.log").read_text()[-3000:]
-                time.sleep(1)
-            raise AssertionError("dagster-daemon did not start beating within 180 s")
-
-        try:
-            yield shell, instance, start_daemon
-        finally:
-            for daemon in daemons:  # the daemon's group: its code servers and the runs they started
-                try:
-                    os.killpg(daemon.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                daemon.wait(timeout=60)
-            instance.dispose()
-
-
 def _backfill(shell: dict, reason: str) -> subprocess.Popen:
     return subprocess.Popen(
         [BIN / "atlasmart", "backfill", "--from", DAY, "--to", DAY, "--operator", "ci", "--reason", reason],
@@ -233,74 +178,74 @@ def _error_line(stderr: str) -> str:
 
 
 @pytest.mark.slow
-def test_a_daemon_killed_after_the_backfill_was_queued_is_reported_within_a_minute(tmp_path, monkeypatch):
-    with team_deployment(tmp_path, monkeypatch) as (shell, instance, start_daemon):
-        daemon = start_daemon()
-        command = _backfill(shell, "daemon killed")
-        deadline = time.monotonic() + 180
-        while not instance.get_backfills() and time.monotonic() < deadline:
-            assert command.poll() is None, command.communicate()
-            time.sleep(0.5)
-        (queued,) = instance.get_backfills()
-        time.sleep(25)
-        os.kill(daemon.pid, signal.SIGKILL)
-        killed = time.monotonic()
-        out, err = command.communicate(timeout=240)  # before: still waiting, for ever
-        reported_after = time.monotonic() - killed
-        line = _error_line(err)
-        assert command.returncode == 1, (out, err[-3000:])
-        assert reported_after <= 60, f"reported {reported_after:.0f} s after the daemon died"
-        assert line.startswith("atlasmart: error: the dagster-daemon stopped heartbeating at ")
-        assert f"Dagster backfill {queued.backfill_id} was REQUESTED: it stays REQUESTED" in line
-        assert "dagster-daemon run -w deploy/workspace.yaml" in line and "run again, then waits for it" in line
-        # Left as it was: the backfill still requested; the ledger says where the request went.
-        assert instance.get_backfill(queued.backfill_id).status.value == "REQUESTED"
-        events = _ledger_events(shell["ATLASMART_DATABASE_URL"])
-        assert [(e[1], e[3]) for e in events] == [("REQUESTED", None), ("SUBMITTED", queued.backfill_id)]
+def test_a_daemon_killed_after_the_backfill_was_queued_is_reported_within_a_minute(team_daemon):
+    shell, instance, start_daemon = team_daemon.shell, team_daemon.instance, team_daemon.start_daemon
+    daemon = start_daemon()
+    command = _backfill(shell, "daemon killed")
+    deadline = time.monotonic() + 180
+    while not instance.get_backfills() and time.monotonic() < deadline:
+        assert command.poll() is None, command.communicate()
+        time.sleep(0.5)
+    (queued,) = instance.get_backfills()
+    time.sleep(25)
+    os.kill(daemon.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    out, err = command.communicate(timeout=240)  # before: still waiting, for ever
+    reported_after = time.monotonic() - killed
+    line = _error_line(err)
+    assert command.returncode == 1, (out, err[-3000:])
+    assert reported_after <= 60, f"reported {reported_after:.0f} s after the daemon died"
+    assert line.startswith("atlasmart: error: the dagster-daemon stopped heartbeating at ")
+    assert f"Dagster backfill {queued.backfill_id} was REQUESTED: it stays REQUESTED" in line
+    assert "dagster-daemon run -w deploy/workspace.yaml" in line and "run again, then waits for it" in line
+    # Left as it was: the backfill still requested; the ledger says where the request went.
+    assert instance.get_backfill(queued.backfill_id).status.value == "REQUESTED"
+    events = _ledger_events(shell["ATLASMART_DATABASE_URL"])
+    assert [(e[1], e[3]) for e in events] == [("REQUESTED", None), ("SUBMITTED", queued.backfill_id)]
 
-        # The daemon again: the same command waits for that backfill, and queues no second one.
-        start_daemon()
-        again = _backfill(shell, "daemon killed, again")
-        out, err = again.communicate(timeout=600)
-        assert again.returncode == 0, (out, err[-3000:])
-        assert f"Dagster backfill {queued.backfill_id} of the same days and assets, submitted earlier" in out
-        assert [b.backfill_id for b in instance.get_backfills()] == [queued.backfill_id]
-        assert instance.get_backfill(queued.backfill_id).status.value in ("COMPLETED", "COMPLETED_SUCCESS")
-        (run,) = instance.get_runs(dg.RunsFilter(tags={"dagster/backfill": queued.backfill_id}))
-        assert run.status == dg.DagsterRunStatus.SUCCESS
-        finished = [e for e in _ledger_events(shell["ATLASMART_DATABASE_URL"]) if e[1] == "FINISHED"]
-        assert [e[2] for e in finished] == [run.run_id]
+    # The daemon again: the same command waits for that backfill, and queues no second one.
+    start_daemon()
+    again = _backfill(shell, "daemon killed, again")
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 0, (out, err[-3000:])
+    assert f"Dagster backfill {queued.backfill_id} of the same days and assets, submitted earlier" in out
+    assert [b.backfill_id for b in instance.get_backfills()] == [queued.backfill_id]
+    assert instance.get_backfill(queued.backfill_id).status.value in ("COMPLETED", "COMPLETED_SUCCESS")
+    (run,) = instance.get_runs(dg.RunsFilter(tags={"dagster/backfill": queued.backfill_id}))
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    finished = [e for e in _ledger_events(shell["ATLASMART_DATABASE_URL"]) if e[1] == "FINISHED"]
+    assert [e[2] for e in finished] == [run.run_id]
 
 
 @pytest.mark.slow
-def test_a_daemon_stopped_gracefully_just_before_the_submission_is_reported_within_a_minute(tmp_path, monkeypatch):
-    with team_deployment(tmp_path, monkeypatch) as (shell, instance, start_daemon):
-        daemon = start_daemon()
-        # Stop it just after a heartbeat, as an operator may: the newest heartbeat then looks fresh
-        # for the longest time (its threads beat every 30 s, each at its own moment).
-        while time.time() - max(b.timestamp for b in instance.get_daemon_heartbeats().values()) > 1.5:
-            time.sleep(0.2)
-        os.killpg(daemon.pid, signal.SIGTERM)  # as systemd stops it
-        daemon.wait(timeout=120)
-        stopped = time.monotonic()
-        last_beat = max(b.timestamp for b in instance.get_daemon_heartbeats().values())
-        time.sleep(2)
-        command = _backfill(shell, "daemon stopped")
-        out, err = command.communicate(timeout=240)  # before: accepted, then waiting for ever
-        reported_after = time.monotonic() - stopped
-        line = _error_line(err)
-        assert command.returncode == 1, (out, err[-3000:])
-        assert time.time() - last_beat > HEARTBEAT_STALE_SECONDS
-        assert reported_after <= 60, f"reported {reported_after:.0f} s after the daemon stopped"
-        # Its heartbeat still looked fresh, so the backfill was accepted (and is left requested).
-        (queued,) = instance.get_backfills()
-        assert f"Dagster backfill {queued.backfill_id} was REQUESTED: it stays REQUESTED" in line, line
-        assert queued.status.value == "REQUESTED"
+def test_a_daemon_stopped_gracefully_just_before_the_submission_is_reported_within_a_minute(team_daemon):
+    shell, instance, start_daemon = team_daemon.shell, team_daemon.instance, team_daemon.start_daemon
+    daemon = start_daemon()
+    # Stop it just after a heartbeat, as an operator may: the newest heartbeat then looks fresh
+    # for the longest time (its threads beat every 30 s, each at its own moment).
+    while time.time() - max(b.timestamp for b in instance.get_daemon_heartbeats().values()) > 1.5:
+        time.sleep(0.2)
+    os.killpg(daemon.pid, signal.SIGTERM)  # as systemd stops it
+    daemon.wait(timeout=120)
+    stopped = time.monotonic()
+    last_beat = max(b.timestamp for b in instance.get_daemon_heartbeats().values())
+    time.sleep(2)
+    command = _backfill(shell, "daemon stopped")
+    out, err = command.communicate(timeout=240)  # before: accepted, then waiting for ever
+    reported_after = time.monotonic() - stopped
+    line = _error_line(err)
+    assert command.returncode == 1, (out, err[-3000:])
+    assert time.time() - last_beat > HEARTBEAT_STALE_SECONDS
+    assert reported_after <= 60, f"reported {reported_after:.0f} s after the daemon stopped"
+    # Its heartbeat still looked fresh, so the backfill was accepted (and is left requested).
+    (queued,) = instance.get_backfills()
+    assert f"Dagster backfill {queued.backfill_id} was REQUESTED: it stays REQUESTED" in line, line
+    assert queued.status.value == "REQUESTED"
 
-        # Run again while the daemon is still down: refused at once, nothing queued a second time.
-        started = time.monotonic()
-        again = _backfill(shell, "daemon stopped, again")
-        out, err = again.communicate(timeout=120)
-        assert again.returncode == 1 and time.monotonic() - started < 45, (out, err[-2000:])
-        assert "no dagster-daemon is serving the run queue" in _error_line(err)
-        assert [b.backfill_id for b in instance.get_backfills()] == [queued.backfill_id]
+    # Run again while the daemon is still down: refused at once, nothing queued a second time.
+    started = time.monotonic()
+    again = _backfill(shell, "daemon stopped, again")
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 1 and time.monotonic() - started < 45, (out, err[-2000:])
+    assert "no dagster-daemon is serving the run queue" in _error_line(err)
+    assert [b.backfill_id for b in instance.get_backfills()] == [queued.backfill_id]
