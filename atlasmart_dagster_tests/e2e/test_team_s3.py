@@ -118,6 +118,17 @@ def test_the_raw_store_on_s3_is_write_once_and_keeps_the_first_evidence(world, t
     assert raw.commit(same) == (raw.get(DAY, stored.batch_id), False)
 
 
+def test_a_conditional_put_never_replaces_an_object_even_with_other_bytes(world, tmp_path):
+    """The server refuses ``If-None-Match: *`` on an existing key (412): the first bytes stay."""
+    store = world.platform.home.objects
+    url = f"{world.prefix}/raw/once/evidence.bin"
+    (tmp_path / "first").write_bytes(b"first")
+    (tmp_path / "second").write_bytes(b"second, longer")
+    assert store.put_once(url, tmp_path / "first") is True
+    assert store.put_once(url, tmp_path / "second") is False
+    assert store.read_bytes(url) == b"first"
+
+
 def test_a_raw_commit_killed_between_its_two_puts_is_completed_by_the_next_one(world, tmp_path):
     """The data object without its manifest: the batch is not in the store, and the same bytes complete it."""
     raw = world.platform.raw_store
