@@ -1,14 +1,16 @@
 """The real S3 server of the object-store tests (Ceph RGW started by ``s3-local.sh``), and a team deployment on it.
 
-The tests do not start the server: it takes ~15 s and installs Debian
-packages the first time, so the test command starts it once
-(``$ATLASMART_TEST_S3_LOCAL start``, default ``../shared/tools/s3-local.sh``) and
-stops it at the end. The tests find it through the exports the script
-writes (``$S3_DIR/env``, default ``/tmp/s3-local/env``), or through
-``AWS_ENDPOINT_URL`` and the AWS credential variables already set. Without
-a server they skip with a line saying how to start one, except under
-``CI=true``, where a missing server fails the run (as a missing Postgres
-does, ``team_database.py``): CI can never pass by skipping them.
+The tests find the server through the exports the script writes
+(``$S3_DIR/env``, default ``/tmp/s3-local/env``), or through
+``AWS_ENDPOINT_URL`` and the AWS credential variables already set. When none
+answers, the first test that needs one starts it with the script
+(``$ATLASMART_TEST_S3_LOCAL``, default ``../shared/tools/s3-local.sh`` beside the
+checkout: ~15 s, and a minute of Debian packages the first time) and the
+test process stops it when it ends; a server that was already running is
+left running. Where it cannot be started they skip with a line saying how
+to start one, except under ``CI=true``, where a missing server fails the run
+(as a missing Postgres does, ``team_database.py``): CI can never pass by
+skipping them.
 
 Each test gets its own key prefix in the bucket, removed afterwards, and
 its own scratch database.
@@ -16,7 +18,9 @@ its own scratch database.
 
 from __future__ import annotations
 
+import atexit
 import os
+import subprocess
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,18 +50,44 @@ def server_settings() -> dict[str, str]:
     return found
 
 
-def require_s3() -> dict[str, str]:
-    """The server's settings; skip (or, under CI, fail) when no S3 server answers."""
-    settings = server_settings()
+_START_ATTEMPT: list[str | None] = []  # the one start of this test process: None, or why it failed
+
+
+def _start_server() -> str | None:
+    """Start the server with the script, once per test process, stopped at its end; None, or why not."""
+    if not _START_ATTEMPT:
+        if not Path(S3_LOCAL).is_file():
+            _START_ATTEMPT.append(f"{S3_LOCAL} does not exist (set ATLASMART_TEST_S3_LOCAL)")
+        else:
+            started = subprocess.run(["bash", S3_LOCAL, "start"], capture_output=True, text=True, timeout=900)
+            if started.returncode:
+                last = (started.stderr.strip().splitlines() or ["no output"])[-1]
+                _START_ATTEMPT.append(f"bash {S3_LOCAL} start failed ({last})")
+            else:
+                atexit.register(subprocess.run, ["bash", S3_LOCAL, "stop"], capture_output=True, timeout=120)
+                _START_ATTEMPT.append(None)
+    return _START_ATTEMPT[0]
+
+
+def _unreachable(settings: dict[str, str]) -> str | None:
     endpoint = settings.get("AWS_ENDPOINT_URL")
-    problem = None
     if not endpoint or "AWS_ACCESS_KEY_ID" not in settings:
-        problem = f"no S3 server is configured (no AWS_ENDPOINT_URL, no {ENV_FILE})"
-    else:
-        try:
-            urlopen(endpoint, timeout=5).close()
-        except Exception as exc:  # noqa: BLE001 - any reason to be unreachable is the same answer
-            problem = f"the S3 server at {endpoint} is not reachable ({exc})"
+        return f"no S3 server is configured (no AWS_ENDPOINT_URL, no {ENV_FILE})"
+    try:
+        urlopen(endpoint, timeout=5).close()
+    except Exception as exc:  # noqa: BLE001 - any reason to be unreachable is the same answer
+        return f"the S3 server at {endpoint} is not reachable ({exc})"
+    return None
+
+
+def require_s3() -> dict[str, str]:
+    """The server's settings, starting it if none answers; skip (or, under CI, fail) when it cannot be had."""
+    settings = server_settings()
+    problem = _unreachable(settings)
+    if problem and "AWS_ENDPOINT_URL" not in os.environ:  # an endpoint set by hand is not ours to start
+        failed = _start_server()
+        settings = server_settings()
+        problem = f"{problem}; {failed}" if failed else _unreachable(settings)
     if problem:
         message = f"{problem}; start it (bash {S3_LOCAL} start) to run the object-store tests"
         if os.environ.get("CI") == "true":

@@ -81,16 +81,26 @@ def team_deployment(tmp_path, monkeypatch) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["embedded", "team"])
+@pytest.fixture(params=["embedded", "team", "team-s3"])
 def deployment(request) -> str:
-    """Run the importing module's tests in both deployments (the team one on a scratch database).
+    """Run the importing module's tests in every deployment: embedded, team on a shared folder, team on S3.
 
     A module opts in with ``from atlasmart_dagster_tests.team_database import deployment``; its
-    ``env`` fixtures (which depend on ``deployment``) then open their homes in that mode.
+    ``env`` fixtures (which depend on ``deployment``) then open their homes in that mode. The team
+    ones use a scratch database; ``team-s3`` keeps table files and raw batches under a fresh prefix
+    of the real S3 server (``s3_server.py``: skipped without one, failed under ``CI=true``). The
+    value is the kind, ``embedded`` or ``team``: what a test may do differs by kind, not by where
+    a team keeps its files.
     """
     if request.param == "team":
         request.getfixturevalue("team_deployment")
-    return request.param
+    elif request.param == "team-s3":
+        from atlasmart_dagster_tests.s3_server import s3_team_environment  # it imports this module
+
+        environment = s3_team_environment(request.getfixturevalue("monkeypatch"))
+        environment.__enter__()
+        request.addfinalizer(lambda: environment.__exit__(None, None, None))
+    return "embedded" if request.param == "embedded" else "team"
 
 
 @dataclass
