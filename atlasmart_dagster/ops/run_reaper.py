@@ -15,6 +15,8 @@ reported failed through the instance's public API, with the reason.
 
 from __future__ import annotations
 
+import re
+
 import os
 import socket
 
@@ -41,6 +43,16 @@ def _alive(pid: int, started: float) -> bool:
         return False
 
 
+# The failure a reaped run is given; on-call notifications recognise a dead run by it (``is_reaped``).
+REAPED = "the process that executed this run (pid {pid} on {host}) is gone; marked failed to free its lane"
+_REAPED_PATTERN = re.compile(re.escape(REAPED).replace(r"\{pid\}", r"\d+").replace(r"\{host\}", ".+"))
+
+
+def is_reaped(failure_message: str) -> bool:
+    """Whether a run failure is the one ``reap_dead_runs`` reports."""
+    return bool(_REAPED_PATTERN.search(failure_message))
+
+
 def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     """Report every in-progress run whose worker process on this host is gone as failed; return their ids."""
     host = socket.gethostname()
@@ -53,9 +65,7 @@ def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
         worker_host, pid, started = worker.rsplit(":", 2)
         if worker_host != host or _alive(int(pid), float(started)):
             continue  # another machine's run, or still running
-        instance.report_run_failed(
-            run, f"the process that executed this run (pid {pid} on {host}) is gone; marked failed to free its lane"
-        )
+        instance.report_run_failed(run, REAPED.format(pid=pid, host=host))
         reaped.append(run.run_id)
     return reaped
 

@@ -27,7 +27,6 @@ incident's internal title.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -44,7 +43,7 @@ from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ..incidents.incident_records import OPEN, RESOLVED, Incident, IncidentStore
 from ..incidents.notices import DEFAULT_PRODUCTS, product_name, to_markdown
-from ..run_reaper import WORKER_TAG
+from ..run_reaper import WORKER_TAG, is_reaped
 from .channel_config import ONCALL
 
 # Message kinds.
@@ -63,8 +62,6 @@ KINDS = (INCIDENT_OPENED, INCIDENT_EVIDENCE, INCIDENT_STATUS, INCIDENT_RESOLVED,
 TRIGGER, ACKNOWLEDGE, RESOLVE = "trigger", "acknowledge", "resolve"
 
 CONSUMER_GROUP_PREFIX = "consumer_group_"
-# What ``reap_dead_runs`` says when it fails a run whose worker process is gone (ops/run_reaper.py).
-_REAPED = re.compile(r"the process that executed this run \(pid \d+ on .+\) is gone")
 # How many of the newest run failures of the Dagster instance are looked at for dead runs.
 _RUN_FAILURES_READ = 100
 RUNBOOK = "docs/incidents.md"
@@ -160,9 +157,9 @@ def consumer_groups(graph) -> list[ConsumerGroup]:
 @cache
 def package_asset_graph():
     """The asset graph of the package's assets, for callers that hold no definitions (built once per process)."""
-    from ...defs import assets as asset_modules  # local: only when a consumer notice is to be routed
+    from ...defs.assets import package_assets  # local: only when a consumer notice is to be routed
 
-    assets = dg.load_assets_from_package_module(asset_modules, include_specs=True)
+    assets = package_assets()
     # Only the graph is read: the resource the assets need is a placeholder.
     return dg.Definitions(assets=assets, resources={"atlasmart": dg.ResourceDefinition.none_resource()}) \
         .resolve_asset_graph()
@@ -305,7 +302,7 @@ def dead_run_messages(instance: dg.DagsterInstance, max_age: timedelta) -> list[
         entry = record.event_log_entry
         event = entry.dagster_event
         message = (event.message if event is not None else None) or entry.user_message or ""
-        if not _REAPED.search(message):
+        if not is_reaped(message):
             continue
         run = instance.get_run_by_id(record.run_id)
         if run is None or WORKER_TAG not in run.tags:
