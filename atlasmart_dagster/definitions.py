@@ -22,7 +22,7 @@ from typing import Sequence
 
 import dagster as dg
 
-from .defs import assets as asset_modules
+from .defs.assets import package_assets
 from .defs.automation.jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job, reference_job
 from .defs.automation.schedules import daily_sales_schedule
 from .defs.automation.certification_sensor import certification_sensor
@@ -35,7 +35,7 @@ from .ops.incidents.incident_sensor import incident_sensor
 from .ops.incidents.ui_reporting import open_incidents_checks
 from .ops.run_reaper import stale_run_sensor
 
-ASSETS = dg.load_assets_from_package_module(asset_modules, include_specs=True)
+ASSETS = package_assets()
 ASSET_CHECKS = [
     partition_slos,
     certification_states,

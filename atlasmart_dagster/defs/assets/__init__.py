@@ -24,3 +24,14 @@ warnings.filterwarnings(
 # Partition column) and the check's own Partitions tab. Deliberate, so this
 # one preview message is silenced too.
 warnings.filterwarnings("ignore", message=r"Specifying a partitions_def on an AssetCheckSpec", category=dg.PreviewWarning)
+
+
+def package_assets() -> list:
+    """Every asset and asset spec of this package's modules, as Dagster's package loader finds them.
+
+    The code location is made of exactly these (``definitions.py``), so a new
+    layer's module is loaded without a list to edit.
+    """
+    import sys  # local: the package loads itself, once all its modules can be imported
+
+    return list(dg.load_assets_from_package_module(sys.modules[__name__], include_specs=True))
