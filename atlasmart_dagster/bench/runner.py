@@ -208,7 +208,7 @@ def _team_database(scenario: Scenario, prefix: str):
 
 def _user_path_ours(scenario: Scenario, landing: Path, home: Path, days: list[str], first_day: str,
                     team_url: str | None) -> dict:
-    from ..defs.automation.jobs import DAILY_CHAIN  # imported here: keeps jobs/checks out of spawned reference children
+    from ..store.tables import DAILY_CHAIN  # here, as SERVED_ASSETS: not in spawned children
     from ..defs.assets.served import SERVED_ASSETS
     from . import user_paths
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..defs.automation.jobs import DAILY_CHAIN
+from ..store.tables import DAILY_CHAIN
 from ..defs.checks.certification_checks import report_day_states
 from ..errors import AtlasmartError, UsageError
 from ..ops.backfills import BackfillRequest, earlier_submission, run_backfill, submit_to_daemon

@@ -82,7 +82,7 @@ def test_the_uis_path_is_measured_to_the_last_day_served(tmp_path):
     """The daemon user path: an asset backfill that dagster-daemon runs, timed to its end and to every day served."""
     from atlasmart_dagster.bench import user_paths
     from atlasmart_dagster.defs.assets.served import SERVED_ASSETS
-    from atlasmart_dagster.defs.automation.jobs import DAILY_CHAIN
+    from atlasmart_dagster.store.tables import DAILY_CHAIN
 
     expected = generate(tmp_path / "gen", 2, 500, start="2026-09-17")
     days = sorted(expected["days"])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dagster as dg
 
 from ...product.lanes import BACKFILL, LANE_TAG
-from ...store.tables import DAILY_CHAIN  # noqa: F401 - the chain these jobs select, named where jobs are
 from ..assets.asset_args import CHAIN_TAG, DAILY
 from ..checks.golden_checks import GOLDEN_CHECK_KEYS
 

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import dagster as dg
 
-from atlasmart_dagster.defs.automation.jobs import DAILY_CHAIN
+from atlasmart_dagster.store.tables import DAILY_CHAIN
 from atlasmart_dagster.defs.partitions import range_tags
 from atlasmart_dagster.product.lanes import DAGSTER_BACKFILL_TAG
 from atlasmart_dagster_tests.conftest import Env
