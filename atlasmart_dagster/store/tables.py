@@ -254,7 +254,8 @@ FACT_SALES = TableSpec(
     grain=("order_id", "line_no"),
 )
 
-_CONTROL_COLUMNS = _cols(
+# The six control figures as columns: what every CONTROL_TUPLE table carries, one row per day.
+CONTROL_COLUMNS = _cols(
     ("paid_lines", "BIGINT"),
     ("orders", "BIGINT"),
     ("units", "BIGINT"),
@@ -269,7 +270,7 @@ AGG_DAILY_SALES = TableSpec(
     controls=CONTROL_TUPLE,
     pinned=True,
     description="One row per sales_date with the control tuple.",
-    columns=(Column("sales_date", "DATE"),) + _CONTROL_COLUMNS,
+    columns=(Column("sales_date", "DATE"),) + CONTROL_COLUMNS,
     grain=("sales_date",),
 )
 
@@ -301,7 +302,7 @@ MART_FINANCE_DAILY_SALES = TableSpec(
     title="Finance daily sales",
     description="Certified daily sales for finance: the full control tuple and margin.",
     columns=(Column("sales_date", "DATE"),)
-    + _CONTROL_COLUMNS
+    + CONTROL_COLUMNS
     + _cols(("gross_margin_pct", "DECIMAL(9,2)"), ("metric_version", "VARCHAR")),
     grain=("sales_date",),
 )

@@ -26,6 +26,7 @@ from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.tables import (
     CERTIFIED_ASSETS,
     CONTROL_ASSETS,
+    CONTROL_COLUMNS,
     CONTROL_TUPLE,
     DAILY_CHAIN,
     MARTS,
@@ -36,7 +37,6 @@ from atlasmart_dagster.store.tables import (
 from atlasmart_dagster_tests.conftest import Env
 
 DAYS = ["2026-09-17", "2026-09-18"]
-_TYPES = {"paid_lines": "BIGINT", "orders": "BIGINT", "units": "BIGINT"}
 
 
 def _toy_spec(name: str) -> TableSpec:
@@ -48,8 +48,7 @@ def _toy_spec(name: str) -> TableSpec:
         controls=CONTROL_TUPLE,
         title="Toy daily sales",
         description="A toy mart: the control tuple per day, revenue from the governed metric.",
-        columns=(Column("sales_date", "DATE"),)
-        + tuple(Column(f, _TYPES.get(f, "DECIMAL(18,2)")) for f in CONTROL_FIELDS),
+        columns=(Column("sales_date", "DATE"),) + CONTROL_COLUMNS,
         grain=("sales_date",),
     )
 
