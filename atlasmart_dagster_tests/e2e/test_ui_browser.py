@@ -46,7 +46,7 @@ import dagster as dg
 import pytest
 
 from atlasmart_dagster.defs.assets.served import served_asset
-from atlasmart_dagster.defs.automation.jobs import DAILY_CHAIN
+from atlasmart_dagster.store.tables import DAILY_CHAIN
 from atlasmart_dagster.product.lanes import DAGSTER_BACKFILL_TAG
 from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
@@ -213,13 +213,19 @@ def _wait(instance, predicate, what: str, log: Path):
         time.sleep(2)
 
 
+def _screenshots(tmp_path: Path) -> Path:
+    """Where a browser test keeps its screenshots: ``$ATLASMART_TEST_ARTIFACTS``, else the test's scratch folder."""
+    shots = Path(os.environ.get("ATLASMART_TEST_ARTIFACTS") or tmp_path / "screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots: {shots}")
+    return shots
+
+
 def test_the_ui_shows_per_day_what_consumers_are_served(env, tmp_path):
     sync_playwright = _browser_or_skip()
     from playwright.sync_api import expect
 
-    shots = Path(os.environ.get("ATLASMART_TEST_ARTIFACTS") or tmp_path / "screenshots")
-    shots.mkdir(parents=True, exist_ok=True)
-    print(f"\nscreenshots: {shots}")
+    shots = _screenshots(tmp_path)
     sh = Shell(env, tmp_path)
     sh(BIN / "atlasmart", "--clock", "system", "clock", "set", LOGICAL_NOW)
     dagster_home = Path(sh(BIN / "atlasmart", "dagster-home").strip())

@@ -23,18 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import subprocess
 import time
-from pathlib import Path
 
-import dagster as dg
 import pytest
 
 from atlasmart_dagster.defs.assets.served import served_asset
-from atlasmart_dagster.drills.faults import drift_rename_field
-from atlasmart_dagster.ops.incidents.incident_sensor import incident_sensor
 from atlasmart_dagster.ops.incidents.workflow import IncidentWorkflow
 from atlasmart_dagster.ops.runs import run_chain, run_reference
 from atlasmart_dagster.product.contract_approvals import approve
@@ -51,9 +46,12 @@ from atlasmart_dagster_tests.e2e.test_ui_browser import (
     _browser_or_skip,
     _free_port,
     _http_json,
+    _screenshots,
     _stop,
     _wait_for_ui,
 )
+
+from atlasmart_dagster_tests.ops.incidents.faulted_days import stop_day_by_contract_drift, tick
 
 pytestmark = pytest.mark.slow
 
@@ -73,20 +71,10 @@ def opened(tmp_path, monkeypatch):
     env.instance = dagster_instance(env.platform.home)
     assert run_reference(env.defs, env.instance)
     assert run_chain(env.defs, env.instance, env.platform, SAMPLE_DAYS[:-1], lane="backfill").success
-    manifest = drift_rename_field(env.day_dir(DAY), env.day_dir(DAY) / "_manifest.json", "line_amount_usd",
-                                  "gross_line_amount_usd")
-    env.batch_id = manifest["batch_id"]
-    assert not run_chain(env.defs, env.instance, env.platform, [DAY], lane="current").success
+    env.batch_id = stop_day_by_contract_drift(env, DAY)
     env.cursor = None
     assert tick(env).skip_message.startswith("incidents opened or updated: INC-0001")
     return env
-
-
-def tick(env) -> dg.SkipReason:
-    context = dg.build_sensor_context(instance=env.instance, resources={"atlasmart": env.resource}, cursor=env.cursor)
-    result = incident_sensor(context)
-    env.cursor = context.cursor
-    return result
 
 
 def resolve(env) -> None:
@@ -105,9 +93,7 @@ def test_the_incident_is_on_the_pages_of_the_assets_it_affects_until_resolved(op
     sync_playwright = _browser_or_skip()
     from playwright.sync_api import expect
 
-    shots = Path(os.environ.get("ATLASMART_TEST_ARTIFACTS") or tmp_path / "screenshots")
-    shots.mkdir(parents=True, exist_ok=True)
-    print(f"\nscreenshots: {shots}")
+    shots = _screenshots(tmp_path)
     sh = Shell(opened, tmp_path)
     sh.vars["DAGSTER_HOME"] = str(opened.platform.home.dagster_home)
     port = _free_port()

@@ -6,6 +6,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
 
 import dagster as dg
 
@@ -32,7 +35,12 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_a_killed_run_is_marked_failed_and_a_live_one_is_not(tmp_path):
+@contextmanager
+def run_in_a_child(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen]]:
+    """A run of ``long_job`` started by a child process on a fresh DAGSTER_HOME: (the home, the child).
+
+    Returns once the run's op has started; the child's process group is killed at the end if still alive.
+    """
     home = tmp_path / "dagster"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -44,6 +52,14 @@ def test_a_killed_run_is_marked_failed_and_a_live_one_is_not(tmp_path):
         while not marker.exists():
             assert child.poll() is None and time.monotonic() < deadline, "the child never started its run"
             time.sleep(0.2)
+        yield home, child
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+
+
+def test_a_killed_run_is_marked_failed_and_a_live_one_is_not(tmp_path):
+    with run_in_a_child(tmp_path) as (home, child):
         with dg.DagsterInstance.from_config(str(home)) as instance:
             (record,) = instance.get_run_records()
             assert record.dagster_run.status == dg.DagsterRunStatus.STARTED
@@ -54,6 +70,3 @@ def test_a_killed_run_is_marked_failed_and_a_live_one_is_not(tmp_path):
             assert reap_dead_runs(instance) == [record.dagster_run.run_id]
             assert instance.get_run_by_id(record.dagster_run.run_id).status == dg.DagsterRunStatus.FAILURE
             assert reap_dead_runs(instance) == []  # once
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)

@@ -2,15 +2,10 @@
 
 import json
 
-import dagster as dg
 import pytest
 
 from atlasmart_dagster.cli.main import main
-from atlasmart_dagster.domain.check_names import AGG_MATCHES_FACT
-from atlasmart_dagster.drills.faults import corrupt_aggregate_cost
-from atlasmart_dagster.ops.runs import run_chain, run_checks
-from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.ops.incidents.faulted_days import corrupted_aggregate
 from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - both deployments
 
 DAY = "2026-09-20"
@@ -18,13 +13,7 @@ DAY = "2026-09-20"
 
 @pytest.fixture
 def env(tmp_path, deployment):  # noqa: F811 - the imported fixture
-    env = Env(tmp_path, clock="logical")
-    LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")
-    assert run_chain(env.defs, env.instance, env.platform, ["2026-09-19", DAY], lane="backfill").success
-    corrupt_aggregate_cost(env.platform, DAY, +10)
-    key = dg.AssetCheckKey(dg.AssetKey("agg_daily_sales"), AGG_MATCHES_FACT)
-    assert not run_checks(env.defs, env.instance, [key], DAY).success
-    return env
+    return corrupted_aggregate(tmp_path, DAY)
 
 
 def cli(env, capsys, *args):

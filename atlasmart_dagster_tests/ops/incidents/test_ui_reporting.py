@@ -10,8 +10,6 @@ import dagster as dg
 import pytest
 
 from atlasmart_dagster.defs.assets.served import SERVED_ASSETS, served_asset
-from atlasmart_dagster.drills.faults import drift_rename_field
-from atlasmart_dagster.ops.incidents.incident_sensor import incident_sensor
 from atlasmart_dagster.ops.incidents.ui_reporting import (
     INCIDENT,
     INCIDENT_STATUS,
@@ -20,11 +18,11 @@ from atlasmart_dagster.ops.incidents.ui_reporting import (
     show_incidents_in_ui,
 )
 from atlasmart_dagster.ops.incidents.workflow import IncidentWorkflow
-from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.contract_approvals import approve
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS, DAILY_CHAIN
 from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.ops.incidents.faulted_days import stop_day_by_contract_drift, tick
 
 DAY = "2026-09-21"
 ONCALL = "oncall@atlasmart.example"
@@ -37,21 +35,10 @@ def drifted(tmp_path):
     """2026-09-21 stopped by the contract gate: a failed blocking check, no incident yet."""
     env = Env(tmp_path, clock="logical")
     LogicalClock(env.home / "clock.json").set("2026-09-22T08:20:00Z")
-    manifest = drift_rename_field(env.day_dir(DAY), env.day_dir(DAY) / "_manifest.json", "line_amount_usd",
-                                  "gross_line_amount_usd")
-    env.batch_id = manifest["batch_id"]
-    assert not run_chain(env.defs, env.instance, env.platform, [DAY], lane="current").success
+    env.batch_id = stop_day_by_contract_drift(env, DAY)
     env.cursor = None
     env.workflow = IncidentWorkflow(env.platform, env.defs, env.instance)
     return env
-
-
-def tick(env) -> dg.SkipReason:
-    """One tick of incident_sensor as the daemon runs it, the cursor kept between ticks."""
-    context = dg.build_sensor_context(instance=env.instance, resources={"atlasmart": env.resource}, cursor=env.cursor)
-    result = incident_sensor(context)
-    env.cursor = context.cursor
-    return result
 
 
 def written(env) -> int:

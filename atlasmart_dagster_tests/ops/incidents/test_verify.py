@@ -5,12 +5,11 @@ import json
 import pytest
 
 from atlasmart_dagster.cli.main import main
-from atlasmart_dagster.drills.faults import drift_rename_field
-from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster_tests.conftest import Env
 from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - both deployments
+from atlasmart_dagster_tests.ops.incidents.faulted_days import stop_day_by_contract_drift
 
 from .consumer_language import problems
 
@@ -29,10 +28,7 @@ def drifted(tmp_path, capsys, deployment):  # noqa: F811 - the imported fixture
     """The ERP renamed line_amount_usd: the contract gate stopped the day; an incident is open and contained."""
     env = Env(tmp_path, clock="logical")
     LogicalClock(env.home / "clock.json").set("2026-09-22T08:20:00Z")
-    manifest = drift_rename_field(env.day_dir(DAY), env.day_dir(DAY) / "_manifest.json", "line_amount_usd",
-                                  "gross_line_amount_usd")
-    env.batch_id = manifest["batch_id"]
-    assert not run_chain(env.defs, env.instance, env.platform, [DAY], lane="current").success
+    env.batch_id = stop_day_by_contract_drift(env, DAY)
     code, out = cli(env, capsys, "incident", "detect", "--json")
     (env.incident,) = json.loads(out)
     code, out = cli(env, capsys, "incident", "contain", env.incident, "--actor", ONCALL, "--json")

@@ -1,18 +1,14 @@
 """A real incident from opened to resolved, told as it goes: Slack-style messages and PagerDuty events to on-call,
 the consumer notice by mail to the groups that read the affected products."""
 
-import dagster as dg
 import pytest
 
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.domain.check_names import AGG_MATCHES_FACT
-from atlasmart_dagster.drills.faults import corrupt_aggregate_cost
 from atlasmart_dagster.ops.notifications import deliver_pending
-from atlasmart_dagster.ops.runs import run_chain, run_checks
-from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
 
 from ..incidents.consumer_language import problems
+from ..incidents.faulted_days import corrupted_aggregate
 from .incidents_to_tell import config
 
 DAY = "2026-09-20"
@@ -23,13 +19,7 @@ ONCALL = "oncall@atlasmart.example"
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     monkeypatch.setenv("PAGERDUTY_ROUTING_KEY", ROUTING_KEY)
-    env = Env(tmp_path, clock="logical")
-    LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")
-    assert run_chain(env.defs, env.instance, env.platform, ["2026-09-19", DAY], lane="backfill").success
-    corrupt_aggregate_cost(env.platform, DAY, +10)
-    key = dg.AssetCheckKey(dg.AssetKey("agg_daily_sales"), AGG_MATCHES_FACT)
-    assert not run_checks(env.defs, env.instance, [key], DAY).success
-    return env
+    return corrupted_aggregate(tmp_path, DAY)
 
 
 def cli(env, capsys, *args) -> int:

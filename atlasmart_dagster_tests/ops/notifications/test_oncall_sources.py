@@ -2,9 +2,6 @@
 
 import os
 import signal
-import subprocess
-import sys
-import time
 
 import dagster as dg
 
@@ -12,7 +9,7 @@ from atlasmart_dagster.ops.notifications import deliver_pending
 from atlasmart_dagster.ops.run_reaper import reap_dead_runs
 from atlasmart_dagster_tests.ops.incidents.test_restatement_incident import DAY as HELD_DAY
 from atlasmart_dagster_tests.ops.incidents.test_restatement_incident import held  # noqa: F401 - the fixture
-from atlasmart_dagster_tests.ops.test_run_reaper import CHILD
+from atlasmart_dagster_tests.ops.test_run_reaper import run_in_a_child
 
 from .incidents_to_tell import config
 
@@ -34,22 +31,9 @@ def test_a_held_restatement_tells_oncall_who_must_decide(held, http):  # noqa: F
 
 
 def test_a_run_whose_process_died_tells_oncall_its_lane_was_blocked(env, tmp_path, http):
-    home = tmp_path / "dagster"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    marker = tmp_path / "started"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(marker)], env={**os.environ, "DAGSTER_HOME": str(home)},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not marker.exists():
-            assert child.poll() is None and time.monotonic() < deadline, "the child never started its run"
-            time.sleep(0.2)
+    with run_in_a_child(tmp_path) as (home, child):
         os.killpg(child.pid, signal.SIGKILL)
         child.wait(timeout=30)
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)
     channels = config(f"  slack: {{kind: webhook, url: '{http.url()}'}}", "[slack]")
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert deliver_pending(env.platform, instance=instance, config=channels).sent == []  # still STARTED
