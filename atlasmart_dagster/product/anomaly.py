@@ -33,6 +33,7 @@ import pyarrow as pa
 from ..domain.contracts import ANOMALY_MEASURES, SHARE_MEASURES, AnomalyBand
 from ..domain.controls import CONTROL_FIELDS, ControlTuple, format_money
 from ..store.clock import format_ts
+from ..store.ledger.day_states import DayStates
 from ..store.ledger.partition_states import CERTIFICATION_REFUSED, PartitionEvent
 from ..store.platform import Platform
 from ..store.tables import METRIC_GROSS_REVENUE
@@ -292,11 +293,11 @@ def _judge_group(history: pa.Table, others: pa.Table, candidates: Mapping[str, d
 # --- reading and deciding holds ---------------------------------------------------------------
 
 
-def anomaly_reasons(platform: Platform, partitions: Sequence[str]) -> dict[str, str]:
+def anomaly_reasons(platform: Platform, partitions: Sequence[str], states: DayStates | None = None) -> dict[str, str]:
     """Per day, the guard's reason when its newest certification decision is an anomaly hold (or rejection)."""
     from .restatements import held_reasons
 
-    return held_reasons(platform, partitions, prefixes=(ANOMALY_HELD, ANOMALY_REJECTED))
+    return held_reasons(platform, partitions, prefixes=(ANOMALY_HELD, ANOMALY_REJECTED), states=states)
 
 
 def anomaly_held_builds(platform: Platform, partition: str) -> list[PartitionEvent]:

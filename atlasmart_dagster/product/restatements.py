@@ -21,6 +21,7 @@ from ..errors import AtlasmartError
 from ..store.clock import format_ts
 from ..store.ledger import Ledger
 from ..store.ledger.engine import LedgerTable, dumps, where_clause
+from ..store.ledger.day_states import DayStates
 from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
 from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS
@@ -121,17 +122,18 @@ def approve_restatement(
 
 
 def held_reasons(platform: Platform, partitions: Sequence[str],
-                 prefixes: tuple[str, ...] = (RESTATEMENT_HELD,)) -> dict[str, str]:
+                 prefixes: tuple[str, ...] = (RESTATEMENT_HELD,), states: DayStates | None = None) -> dict[str, str]:
     """Per day, the guard's reason when its newest certification decision held a restatement
     (or was refused with another of ``prefixes``).
 
     One ledger read for all the days: ``atlasmart status`` asks it for a year at once.
     """
+    states = states if states is not None else platform.ledger.partitions.states(partitions, CERTIFIED_ASSETS)
+    wanted = set(partitions)
     newest: dict[str, PartitionEvent] = {}
-    for event in platform.ledger.partitions.events(
-        partitions=partitions, states=(CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS
-    ):
-        newest[event.partition] = event
+    for event in states.events((CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS):
+        if event.partition in wanted:
+            newest[event.partition] = event
     held = {}
     for day, decision in newest.items():
         if decision.state == CERTIFICATION_REFUSED:

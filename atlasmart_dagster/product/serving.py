@@ -28,16 +28,16 @@ import duckdb
 import pyarrow as pa
 
 from ..store.clock import format_ts
+from ..store.ledger.day_states import AssetDay, DayStates
 from ..store.ledger.partition_states import (
     BLOCKED_UPSTREAM,
-    BUILT,
     CERTIFIED,
     RESTATEMENT_PENDING,
     WITHDRAWN,
     ServedVersion,
 )
 from ..store.platform import Platform
-from ..store.tables import CERTIFIED_ASSETS, TABLES_BY_NAME
+from ..store.tables import CERTIFIED_ASSETS, RAW_ORDER_LINES, TABLES_BY_NAME
 from ..store.warehouse import duckdb_connection
 from .anomaly import ANOMALY_HELD, anomaly_reasons
 from .restatements import held_reasons
@@ -123,12 +123,8 @@ class PartitionStatus:
         }
 
 
-def _asset_state(platform: Platform, asset: str, partition: str, served: ServedVersion | None) -> AssetState:
-    events = platform.ledger.partitions.events(asset=asset, partition=partition, states=(CERTIFIED, WITHDRAWN, RESTATEMENT_PENDING))
-    last_cert = max((e.id for e in events if e.state == CERTIFIED), default=0)
-    withdrawn = any(e.state == WITHDRAWN and e.id > (served.certification.id if served else 0) for e in events)
-    pending = any(e.state == RESTATEMENT_PENDING and e.id > last_cert for e in events)
-    return AssetState(asset, served, withdrawn, pending)
+def _asset_state(day: AssetDay) -> AssetState:
+    return AssetState(day.asset, day.served, day.withdrawn, day.restatement_pending)
 
 
 def partition_status(platform: Platform, partition: str, now: datetime | None = None) -> PartitionStatus:
@@ -136,33 +132,30 @@ def partition_status(platform: Platform, partition: str, now: datetime | None = 
     return partition_statuses(platform, [partition], now)[0]
 
 
-def partition_statuses(platform: Platform, partitions: Sequence[str], now: datetime | None = None) -> list[PartitionStatus]:
-    """``partition_status`` of many partitions; each asset's served versions are read once, not once per day."""
+def partition_statuses(
+    platform: Platform, partitions: Sequence[str], now: datetime | None = None, states: DayStates | None = None
+) -> list[PartitionStatus]:
+    """``partition_status`` of many partitions, from one read of the ledger (``states``, read here when None)."""
     now = now or platform.clock.now()
-    served = {asset: platform.ledger.partitions.served_map(asset) for asset in CERTIFIED_ASSETS}
-    held = held_reasons(platform, partitions)
-    anomalies = anomaly_reasons(platform, partitions)
-    # Versions of the governed metric: every certified product of a day carries the same controls.
-    metric_versions = platform.ledger.partitions.versions_map(CERTIFIED_ASSETS[0], partitions)
+    states = states if states is not None else platform.ledger.partitions.states(partitions)
+    held = held_reasons(platform, partitions, states=states)
+    anomalies = anomaly_reasons(platform, partitions, states=states)
     statuses = []
     for partition in partitions:
-        status = _state(platform, partition, now, {a: versions.get(partition) for a, versions in served.items()},
-                        held.get(partition), anomalies.get(partition))
+        status = _state(states, partition, now, held.get(partition), anomalies.get(partition))
         status.slo = latest_results(platform.ledger, partition)
-        served_now = served[CERTIFIED_ASSETS[0]].get(partition)
-        if served_now is not None:
-            status.previous = [v for v in metric_versions.get(partition, []) if v.version < served_now.version]
+        # Versions of the governed metric: every certified product of a day carries the same controls.
+        metric = states.get(CERTIFIED_ASSETS[0], partition)
+        if metric.served is not None:
+            status.previous = [v for v in metric.versions if v.version < metric.served.version]
             if status.previous and status.state in (CERTIFIED, HELD, RESTATEMENT_PENDING):
                 status.detail += f"; {status.restated_from}"
         statuses.append(status)
     return statuses
 
 
-def _state(
-    platform: Platform, partition: str, now: datetime, served_now: dict[str, ServedVersion | None], held: str | None,
-    anomaly: str | None = None,
-) -> PartitionStatus:
-    assets = [_asset_state(platform, asset, partition, served_now[asset]) for asset in CERTIFIED_ASSETS]
+def _state(states: DayStates, partition: str, now: datetime, held: str | None, anomaly: str | None = None) -> PartitionStatus:
+    assets = [_asset_state(states.get(asset, partition)) for asset in CERTIFIED_ASSETS]
     served = [a for a in assets if a.served]
     if any(a.withdrawn for a in assets):
         detail = "certification withdrawn; " + (
@@ -182,7 +175,7 @@ def _state(
         return PartitionStatus(partition, CERTIFIED, f"version {version}{restated}, certified {at}", assets)
     if anomaly and anomaly.startswith(ANOMALY_HELD):
         return PartitionStatus(partition, ANOMALY, f"nothing new is served; {anomaly}", assets)
-    blocked = platform.ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BLOCKED_UPSTREAM,))
+    blocked = states.get(RAW_ORDER_LINES.name, partition).blocked
     due = due_at(partition)
     if anomaly:  # rejected by its owner: waiting for a corrected delivery
         return PartitionStatus(partition, "DELAYED", f"{anomaly}; waiting for a corrected delivery", assets)
@@ -195,11 +188,12 @@ def _state(
     return PartitionStatus(partition, "PENDING", f"due {format_ts(due)}", assets)
 
 
-def known_partitions(platform: Platform) -> list[str]:
+def known_partitions(platform: Platform, states: DayStates | None = None) -> list[str]:
     """Partitions the platform has heard of: landed, loaded, blocked or certified."""
+    states = states if states is not None else platform.ledger.partitions.states()
     seen = set(platform.landing.partitions())
     seen.update(b["partition"] for b in platform.ledger.batches.list())
-    seen.update(e.partition for e in platform.ledger.partitions.events(states=(CERTIFIED, BLOCKED_UPSTREAM, WITHDRAWN)))
+    seen.update(states.days((CERTIFIED, BLOCKED_UPSTREAM, WITHDRAWN)))
     return sorted(seen)
 
 
@@ -216,9 +210,12 @@ def _read_days_at(platform: Platform, spec, by_snapshot: dict[int, list[str]]) -
     return pa.concat_tables(parts).sort_by([(c, "ascending") for c in spec.grain])
 
 
-def read_certified(platform: Platform, asset: str, partitions: Sequence[str] | None = None) -> pa.Table:
+def read_certified(
+    platform: Platform, asset: str, partitions: Sequence[str] | None = None, states: DayStates | None = None
+) -> pa.Table:
     """Rows of ``asset`` as consumers see them: each partition at its served certified snapshot."""
-    served = platform.ledger.partitions.served_map(asset)
+    states = states if states is not None else platform.ledger.partitions.states(partitions, [asset])
+    served = states.served_map(asset)
     by_snapshot: dict[int, list[str]] = {}
     for partition, version in served.items():
         if partitions is None or partition in partitions:
@@ -226,7 +223,7 @@ def read_certified(platform: Platform, asset: str, partitions: Sequence[str] | N
     return _read_days_at(platform, TABLES_BY_NAME[asset], by_snapshot)
 
 
-def read_certified_through(platform: Platform, relation: str, product: str) -> pa.Table:
+def read_certified_through(platform: Platform, relation: str, product: str, states: DayStates | None = None) -> pa.Table:
     """Rows of ``relation`` as certified through ``product``: each day at the snapshot that the
     product's served certification reconciled against; a day whose product is not served is absent.
 
@@ -234,15 +231,12 @@ def read_certified_through(platform: Platform, relation: str, product: str) -> p
     the chain below it up to the product's own build; that build is read here
     (and ``maintenance`` keeps its snapshot).
     """
-    builds: dict[str, list] = {}
-    for event in platform.ledger.partitions.events(asset=relation, states=(BUILT,)):
-        builds.setdefault(event.partition, []).append(event)
+    states = states if states is not None else platform.ledger.partitions.states(None, [relation, product])
     by_snapshot: dict[int, list[str]] = {}
-    for day, served in platform.ledger.partitions.served_map(product).items():
-        anchor = served.certification.detail.get("built_event_id") or served.certification.id
-        pinned = [e for e in builds.get(day, []) if e.id <= anchor]
-        if pinned and pinned[-1].snapshot_id is not None:
-            by_snapshot.setdefault(pinned[-1].snapshot_id, []).append(day)
+    for day, served in states.served_map(product).items():
+        pinned = states.pinned_build(relation, served.certification)
+        if pinned is not None and pinned.snapshot_id is not None:
+            by_snapshot.setdefault(pinned.snapshot_id, []).append(day)
     return _read_days_at(platform, TABLES_BY_NAME[relation], by_snapshot)
 
 
@@ -252,5 +246,6 @@ def register_certified(con: duckdb.DuckDBPyConnection, platform: Platform) -> No
     Dashboards, golden checks and the query gateway read through here, so no
     consumer ever sees an uncertified or withdrawn version.
     """
+    states = platform.ledger.partitions.states(None, CERTIFIED_ASSETS)
     for name in CERTIFIED_ASSETS:
-        con.register(name, read_certified(platform, name))
+        con.register(name, read_certified(platform, name, states=states))

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ...domain.controls import ControlTuple
 from ..clock import format_ts
 from .engine import LedgerEngine, LedgerTable, dumps, loads, where_clause
+
+if TYPE_CHECKING:
+    from .day_states import DayStates
 
 BUILT = "BUILT"
 CERTIFIED = "CERTIFIED"
@@ -110,38 +113,8 @@ class ServedVersion:
     certification: PartitionEvent
     version: int  # 1 for the first certified content of the partition, 2 after a restatement, ...
     # When consumers were first served this content: a reload or replay that
-    # re-certifies identical rows does not move it (see ``_first_served_at``).
+    # re-certifies identical rows does not move it (see ``day_states``).
     certified_at: str = ""
-
-
-def _content_version(history: list[PartitionEvent], target: PartitionEvent) -> int:
-    """1 + the number of times the certified content changed up to ``target``.
-
-    Re-certifying identical rows (same fingerprint) is not a new version: a
-    replay must not look like a restatement to consumers.
-    """
-    version, previous = 0, None
-    for event in history:
-        if event.fingerprint != previous:
-            version += 1
-            previous = event.fingerprint
-        if event.id == target.id:
-            return version
-    return version
-
-
-def _first_served_at(history: list[PartitionEvent], newest: PartitionEvent, withdrawn: set[int]) -> str:
-    """When the content of ``newest`` started being served without a break.
-
-    Walks back over certifications of the same fingerprint; a withdrawn one, or
-    another content in between, is a break (what follows it was delivered anew).
-    """
-    at = newest.recorded_at
-    for event in reversed(history[: history.index(newest)]):
-        if event.id in withdrawn or event.fingerprint != newest.fingerprint:
-            break
-        at = event.recorded_at
-    return at
 
 
 class PartitionStates:
@@ -199,51 +172,20 @@ class PartitionStates:
         )
         return [PartitionEvent.from_row(r) for r in self.engine.select(PARTITION_EVENTS, where, args, order_by="id")]
 
+    def states(self, days: Iterable[str] | None = None, assets: Iterable[str] | None = None) -> "DayStates":
+        """The read model of ``days`` (all when None) from one query: see ``day_states``."""
+        from .day_states import DayStates  # day_states builds on the event records defined here
+
+        return DayStates.read(self.engine, days, assets)
+
     def served(self, asset: str, partition: str) -> ServedVersion | None:
-        """The newest certification of (asset, partition) that was not withdrawn."""
-        return self.served_map(asset).get(partition)
+        """The served version of one (asset, partition); read many through ``states``."""
+        return self.states([partition], [asset]).served(asset, partition)
 
     def versions_map(self, asset: str, partitions: Iterable[str] | None = None) -> dict[str, list[ServedVersion]]:
-        """Every content version ever certified per partition of ``asset``, oldest first.
-
-        Each entry is the newest certification of that content (its snapshot
-        holds the rows), with the time consumers were first given it. A
-        restated day keeps its earlier versions here, withdrawn or not: a
-        consumer who exported version 1 can still read what it said.
-        """
-        certs: dict[str, list[PartitionEvent]] = {}
-        for event in self.events(asset=asset, states=(CERTIFIED,), partitions=partitions):
-            certs.setdefault(event.partition, []).append(event)
-        found: dict[str, list[ServedVersion]] = {}
-        for partition, history in certs.items():
-            versions: list[ServedVersion] = []
-            previous = None
-            for event in history:
-                if event.fingerprint != previous:
-                    versions.append(ServedVersion(event, version=len(versions) + 1, certified_at=event.recorded_at))
-                    previous = event.fingerprint
-                else:
-                    versions[-1] = ServedVersion(event, version=versions[-1].version,
-                                                 certified_at=versions[-1].certified_at)
-            found[partition] = versions
-        return found
+        """Every content version ever certified per partition of ``asset`` (see ``AssetDay.versions``)."""
+        return self.states(partitions, [asset]).versions_map(asset)
 
     def served_map(self, asset: str) -> dict[str, ServedVersion]:
-        """Served certification per partition of ``asset``."""
-        served: dict[str, ServedVersion] = {}
-        certs: dict[str, list[PartitionEvent]] = {}
-        withdrawn: set[int] = set()
-        for event in self.events(asset=asset, states=(CERTIFIED, WITHDRAWN)):
-            if event.state == CERTIFIED:
-                certs.setdefault(event.partition, []).append(event)
-            else:
-                withdrawn.update(event.detail.get("certification_ids", []))
-        for partition, history in certs.items():
-            live = [e for e in history if e.id not in withdrawn]
-            if live:
-                newest = live[-1]
-                served[partition] = ServedVersion(
-                    newest, version=_content_version(history, newest),
-                    certified_at=_first_served_at(history, newest, withdrawn),
-                )
-        return served
+        """Served certification per partition of ``asset`` (see ``AssetDay.served``)."""
+        return self.states(None, [asset]).served_map(asset)
