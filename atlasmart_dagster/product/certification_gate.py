@@ -34,7 +34,8 @@ from typing import Any, Iterable
 from ..domain.check_names import QUALITY_WITHIN_THRESHOLDS
 from ..domain.controls import ControlTuple
 from ..store.ledger.holds import covering_hold
-from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
+from ..store.ledger.day_states import DayStates
+from ..store.ledger.partition_states import CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
 from ..store.platform import Platform
 from ..store.tables import (
     AGG_DAILY_SALES,
@@ -91,16 +92,14 @@ class GateEvidence:
     building it; here every table version is read once for all its days.
     """
 
-    def __init__(self, platform: Platform, builds: list[PartitionEvent]):
+    def __init__(self, platform: Platform, builds: list[PartitionEvent], states: DayStates | None = None):
         self.platform = platform
         ledger = platform.ledger
         days = sorted({b.partition for b in builds})
         # Only the days being judged, through the ledger's indexes: the
         # history grows every day and the daily path must not read all of it.
         assets = {FACT_SALES.name, AGG_DAILY_SALES.name, METRIC_GROSS_REVENUE.name, *(b.asset for b in builds)}
-        self.built: dict[tuple[str, str], list[PartitionEvent]] = {}
-        for event in ledger.partitions.events(states=(BUILT,), assets=sorted(assets), partitions=days):
-            self.built.setdefault((event.asset, event.partition), []).append(event)
+        self.states = states if states is not None else ledger.partitions.states(days, assets)
         self.checks: dict[tuple[str, str], list[dict]] = {}
         self._by_run: dict[tuple[str, str], list[dict]] = {}
         for result in ledger.checks.results(partitions=days):
@@ -109,10 +108,10 @@ class GateEvidence:
         self.holds = ledger.holds.active()
         # The last figures consumers were given for each day, withdrawn or not: containment withdraws
         # a version, and a repair must not slip a large unapproved change in behind it.
-        self.last_certified: dict[tuple[str, str], PartitionEvent] = {}
-        for event in ledger.partitions.events(states=(CERTIFIED,), assets=sorted({b.asset for b in builds}),
-                                              partitions=days):
-            self.last_certified[(event.asset, event.partition)] = event
+        self.last_certified: dict[tuple[str, str], PartitionEvent] = {
+            (b.asset, b.partition): certs[-1]
+            for b in builds if (certs := self.states.get(b.asset, b.partition).certifications)
+        }
         self.approved = approved_controls(ledger, days)
         self._contracts: dict[str, Any] = {}
         self._controls: dict[tuple[str, int | None], dict] = {}
@@ -122,8 +121,7 @@ class GateEvidence:
         self._days_by_snapshot: dict[tuple[str, int | None], set[str]] = {}
 
     def latest_built(self, asset: str, partition: str, up_to_id: int) -> PartitionEvent | None:
-        events = [e for e in self.built.get((asset, partition), []) if e.id <= up_to_id]
-        return events[-1] if events else None
+        return self.states.get(asset, partition).build_up_to(up_to_id)
 
     def latest_check(self, asset: str, check: str, partition: str) -> dict | None:
         results = [r for r in self.checks.get((asset, partition), []) if r["check_name"] == check]
@@ -155,11 +153,7 @@ class GateEvidence:
         key = (asset, snapshot_id)
         if key not in self._days_by_snapshot:
             self._days_by_snapshot[key] = {
-                partition
-                for (built_asset, partition), events in self.built.items()
-                if built_asset == asset
-                for event in events
-                if event.snapshot_id == snapshot_id
+                day.day for day in self.states.of_asset(asset) for event in day.builds if event.snapshot_id == snapshot_id
             }
         return self._days_by_snapshot[key]
 
@@ -294,12 +288,16 @@ def certify_builds(
     builds: list[PartitionEvent],
     run_succeeded: bool,
     actor: str,
+    states: DayStates | None = None,
 ) -> list[GateDecision]:
-    """Run the gate on BUILT candidates and record each decision (also re-deciding refused ones)."""
+    """Run the gate on BUILT candidates and record each decision (also re-deciding refused ones).
+
+    ``states`` is the caller's read of the builds' days, when it has one (the certification sensor does).
+    """
     ledger = platform.ledger
     at = platform.clock.now()
     seen = _decisions_of(ledger, builds)
-    evidence = GateEvidence(platform, builds) if builds else None
+    evidence = GateEvidence(platform, builds, states) if builds else None
     decisions = [decide(evidence, event, run_succeeded) for event in builds]
     if evidence is not None:
         hold_anomalies(evidence, builds, decisions)
@@ -322,10 +320,9 @@ def _decisions_of(ledger, builds: list[PartitionEvent]) -> dict[int, int]:
         return {}
     wanted = {b.id for b in builds}
     newest: dict[int, int] = {}
-    for event in ledger.partitions.events(
-        states=(CERTIFIED, CERTIFICATION_REFUSED), assets=sorted({b.asset for b in builds}),
-        partitions=sorted({b.partition for b in builds}),
-    ):
+    # Read afresh, not from the evidence's states: this asks what was decided while the gate judged.
+    fresh = ledger.partitions.states(sorted({b.partition for b in builds}), sorted({b.asset for b in builds}))
+    for event in fresh.events((CERTIFIED, CERTIFICATION_REFUSED)):
         built = event.detail.get("built_event_id")
         if built in wanted:
             newest[built] = max(newest.get(built, 0), event.id)

@@ -16,7 +16,7 @@ once a run has ended. Each step is its own module and is only called here:
 from __future__ import annotations
 
 from datetime import datetime
-from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
+from ..store.ledger.partition_states import PartitionEvent
 from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS
 from .certification_gate import GateDecision, certify_builds
@@ -38,13 +38,10 @@ def certify_run(
 
 def pending_builds(platform: Platform, run_id: str) -> list[PartitionEvent]:
     """The newest build of each certified (asset, partition) in the run that the gate has not decided yet."""
-    events = platform.ledger.partitions
-    decided = {e.detail.get("built_event_id") for e in events.events(run_id=run_id, states=(CERTIFIED, CERTIFICATION_REFUSED))}
-    newest: dict[tuple[str, str], PartitionEvent] = {}
-    for event in events.events(run_id=run_id, states=(BUILT,)):
-        if event.asset in CERTIFIED_ASSETS:
-            newest[(event.asset, event.partition)] = event
-    return [e for e in newest.values() if e.id not in decided]
+    return [
+        day.builds[-1] for day in platform.ledger.partitions.of_run(run_id)
+        if day.asset in CERTIFIED_ASSETS and day.builds and day.builds[-1] in day.undecided_builds
+    ]
 
 
 def certify_and_deliver(

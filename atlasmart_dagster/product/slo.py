@@ -33,7 +33,8 @@ from typing import Any
 
 from ..store.clock import format_ts, minutes_between, parse_ts
 from ..store.ledger import Ledger
-from ..store.ledger.partition_states import BUILT, CERTIFIED
+from ..store.ledger.day_states import DayStates
+from ..store.ledger.partition_states import CERTIFIED
 from ..store.tables import CERTIFIED_ASSETS
 
 SCHEDULE_HOUR = 8
@@ -143,14 +144,16 @@ class Timeline:
         }
 
 
-def timeline_for(ledger: Ledger, partition: str, run_id: str, certified_at: datetime) -> Timeline:
+def timeline_for(ledger: Ledger, partition: str, run_id: str, certified_at: datetime,
+                 states: DayStates | None = None) -> Timeline:
     phases = ledger.runs.phases(run_id=run_id, partition=partition)
     started = [parse_ts(p["at"]) for p in phases if p["phase"] == "run_started"]
     finished = [parse_ts(p["at"]) for p in phases if p["phase"] == "run_finished"]
-    raw_built = ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BUILT,), run_id=run_id)
+    states = states if states is not None else ledger.partitions.states([partition])
+    raw_built = [e for e in states.get("raw_order_lines", partition).builds if e.run_id == run_id]
     batch_ids = set(raw_built[-1].detail.get("batch_ids", [])) if raw_built else set()
     batches = [b for b in ledger.batches.list(partition) if not batch_ids or b["batch_id"] in batch_ids]
-    staged = ledger.partitions.events(asset="stg_order_lines", partition=partition, states=(BUILT,))
+    staged = states.get("stg_order_lines", partition).builds
     staged_detail = staged[-1].detail if staged else {}
     return Timeline(
         partition=partition,
@@ -198,17 +201,17 @@ def _availability(t: Timeline) -> SloResult:
     return _upper(t.partition, AVAILABILITY, waited, span)
 
 
-def attempted_on_time(ledger: Ledger, partition: str) -> bool:
+def attempted_on_time(ledger: Ledger, partition: str, states: DayStates | None = None) -> bool:
     """Did a current-lane run try to deliver this day (even if it was blocked or failed)?"""
+    states = states if states is not None else ledger.partitions.states([partition], ["raw_order_lines"])
     return any(p["lane"] == "current" for p in ledger.runs.phases(partition=partition)) or any(
-        e.lane == "current" for e in ledger.partitions.events(asset="raw_order_lines", partition=partition)
+        e.lane == "current" for e in states.get("raw_order_lines", partition).history
     )
 
 
-def _certified_before(ledger: Ledger, partition: str, run_id: str) -> bool:
+def _certified_before(states: DayStates, partition: str, run_id: str) -> bool:
     """Was the day certified by a run other than ``run_id`` (its first delivery was earlier)?"""
-    return any(e.run_id != run_id for e in ledger.partitions.events(partition=partition, states=(CERTIFIED,),
-                                                                    assets=CERTIFIED_ASSETS))
+    return any(e.run_id != run_id for e in states.events((CERTIFIED,), assets=CERTIFIED_ASSETS, day=partition))
 
 
 def _delivered(records: list[dict[str, Any]]) -> bool:
@@ -228,14 +231,15 @@ def record_first_delivery(ledger: Ledger, partition: str, run_id: str, lane: str
     """
     if _delivered(ledger.slos.records(partition)):
         return []
-    if lane == "backfill" and not attempted_on_time(ledger, partition):
+    states = ledger.partitions.states([partition])  # one read of the day for the whole measurement
+    if lane == "backfill" and not attempted_on_time(ledger, partition, states):
         return []
-    if _certified_before(ledger, partition, run_id):
+    if _certified_before(states, partition, run_id):
         # A reload of a day consumers already had (history loaded by a backfill, then
         # rerun from the job page) is not its delivery: measuring it would report a
         # miss of weeks and open an incident for a day that was never late.
         return []
-    timeline = timeline_for(ledger, partition, run_id, certified_at)
+    timeline = timeline_for(ledger, partition, run_id, certified_at, states)
     results = evaluate(timeline)
     for result in results:
         ledger.slos.record(result, run_id, timeline.to_json(), certified_at)
@@ -252,9 +256,12 @@ def record_undelivered(ledger: Ledger, partition: str, now: datetime) -> SloResu
     The value is the minutes from the schedule to ``now``, so the miss says
     how late the day already is.
     """
-    if now < due_at(partition) or ledger.slos.records(partition) or not attempted_on_time(ledger, partition):
+    if now < due_at(partition) or ledger.slos.records(partition):
         return None
-    if all(ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS):
+    states = ledger.partitions.states([partition])
+    if not attempted_on_time(ledger, partition, states):
+        return None
+    if states.all_served(CERTIFIED_ASSETS, partition):
         return None  # delivered; its first delivery was measured (or it is history)
     waited = minutes_between(scheduled_at(partition), now)
     result = SloResult(partition, AVAILABILITY, waited, TARGETS[AVAILABILITY], False,

@@ -34,7 +34,7 @@ import dagster as dg
 
 from ...product.dashboard_certification import certify_dashboards
 from ...product.run_certification import certify_run
-from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED
+from ...store.ledger.day_states import DayStates
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ..checks.certification_checks import report_day_states
@@ -48,24 +48,20 @@ ENDED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRun
 RUNS_PER_TICK = 200
 
 
-def undecided_builds_by_run(platform: Platform) -> dict[str, set[str]]:
+def undecided_builds_by_run(states: DayStates) -> dict[str, set[str]]:
     """Runs with builds of certified products the gate has not decided, and the days of those builds."""
-    events = platform.ledger.partitions
-    decided = {
-        e.detail.get("built_event_id")
-        for e in events.events(states=(CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS)
-    }
     waiting: dict[str, set[str]] = {}
-    for build in events.events(states=(BUILT,), assets=CERTIFIED_ASSETS):
-        if build.id not in decided and build.run_id:
-            waiting.setdefault(build.run_id, set()).add(build.partition)
+    for day in states:
+        for build in day.undecided_builds:
+            if build.run_id:
+                waiting.setdefault(build.run_id, set()).add(build.partition)
     return waiting
 
 
-def served_digest(platform: Platform) -> str:
+def served_digest(states: DayStates) -> str:
     """A digest of what is served (asset, day, certification): changes whenever serving changes."""
     state = {
-        asset: sorted((day, v.certification.id) for day, v in platform.ledger.partitions.served_map(asset).items())
+        asset: sorted((day, v.certification.id) for day, v in states.served_map(asset).items())
         for asset in CERTIFIED_ASSETS
     }
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
@@ -87,7 +83,9 @@ def certification_tick(instance: dg.DagsterInstance, platform: Platform, cursor:
     """One tick (see the module docstring): ``(decisions, new cursor, days shown, certifying run ids)``."""
     state = json.loads(cursor) if cursor else {}
     decisions, certifying, touched, handled = [], [], set(), set()
-    for run_id, days in sorted(undecided_builds_by_run(platform).items()):
+    # One read of the certified products' days per tick (and one more after deciding, for the digest).
+    states = platform.ledger.partitions.states(None, CERTIFIED_ASSETS)
+    for run_id, days in sorted(undecided_builds_by_run(states).items()):
         run = instance.get_run_by_id(run_id)
         if run is None or run.status not in ENDED:
             continue  # still running, or not a run of this instance (its own command certifies it)
@@ -115,7 +113,7 @@ def certification_tick(instance: dg.DagsterInstance, platform: Platform, cursor:
         state["runs_updated_after"] = records[-1].update_timestamp.timestamp()
     if touched:
         report_day_states(instance, platform, sorted(touched))
-    digest = served_digest(platform)
+    digest = served_digest(platform.ledger.partitions.states(None, CERTIFIED_ASSETS) if decisions else states)
     if digest != state.get("served_digest"):
         report_day_states(instance, platform, None)  # every day: brought in line with the ledger
         state["served_digest"] = digest

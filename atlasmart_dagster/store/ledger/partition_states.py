@@ -178,6 +178,12 @@ class PartitionStates:
 
         return DayStates.read(self.engine, days, assets)
 
+    def of_run(self, run_id: str) -> "DayStates":
+        """The read model of what one run recorded (its builds and the decisions naming them)."""
+        from .day_states import DayStates
+
+        return DayStates.of_events(self.events(run_id=run_id))
+
     def served(self, asset: str, partition: str) -> ServedVersion | None:
         """The served version of one (asset, partition); read many through ``states``."""
         return self.states([partition], [asset]).served(asset, partition)
