@@ -189,6 +189,17 @@ class Platform:
         self._checked  # noqa: B018 - checks the stores the first time
         return self._ledger
 
+    def record_step_retry(self, run_id: str, asset: str, attempt: int, at: datetime) -> None:
+        """Record that a step started again, in the ledger database only, so a storage outage cannot lose it.
+
+        A born home's ledger takes the record without the store check, which
+        reads the warehouse: the object store a retry is usually about may be
+        down (its retries are what the ``step_retries`` metric counts). An
+        unborn home's is checked first (its stores are created together).
+        """
+        ledger = self._ledger if _ledger_identity(self._ledger) is not None else self.ledger
+        ledger.runs.record_retry(run_id, asset, attempt, at)
+
     @cached_property
     def raw_store(self) -> RawStore:
         self._checked  # noqa: B018 - checks the stores the first time
