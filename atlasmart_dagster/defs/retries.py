@@ -1,7 +1,13 @@
 """Retry policy and error classification for steps that touch storage.
 
 The policy retries with exponential backoff and jitter, so two lanes that
-collided on a commit do not collide again in lock-step. ``classified`` turns
+collided on a commit do not collide again in lock-step, and its retries span
+the storage retry window (``ATLASMART_STORAGE_RETRY_WINDOW``, seconds, 60 by
+default): an object store or database that restarts within it (a gateway
+restart takes 30-60 s) costs a run some retries, not the run. The delays are
+1, 3, 7, 15, 31, 63 s (each plus or minus 1 s): the smallest number of
+retries whose shortest waits add up to the window. Read when the code location
+loads, because a retry policy is part of the assets' definitions. ``classified`` turns
 every error a step raises into the right Dagster outcome: transient errors
 propagate (the policy retries them), everything else becomes
 ``Failure(allow_retries=False)`` and fails the step at once.
@@ -11,19 +17,52 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
 import dagster as dg
 
-from ..errors import PermanentError, SourceNotReady, is_transient
+from ..errors import PermanentError, SourceNotReady, UsageError, is_transient
 
-STORAGE_RETRY_POLICY = dg.RetryPolicy(
-    max_retries=3,
-    delay=0.5,
-    backoff=dg.Backoff.EXPONENTIAL,
-    jitter=dg.Jitter.PLUS_MINUS,
-)
+STORAGE_RETRY_WINDOW_ENV = "ATLASMART_STORAGE_RETRY_WINDOW"
+DEFAULT_STORAGE_RETRY_WINDOW = 60.0
+RETRY_BASE_DELAY = 1.0
+MAX_STORAGE_RETRY_WINDOW = 3600.0
+
+
+def storage_retry_window() -> float:
+    """The seconds a step's retries must span, from ``$ATLASMART_STORAGE_RETRY_WINDOW`` (0 to 3600; 0: no retries)."""
+    text = os.environ.get(STORAGE_RETRY_WINDOW_ENV, "").strip()
+    if not text:
+        return DEFAULT_STORAGE_RETRY_WINDOW
+    try:
+        window = float(text)
+    except ValueError:
+        window = -1.0
+    if not 0 <= window <= MAX_STORAGE_RETRY_WINDOW:
+        raise UsageError(f"${STORAGE_RETRY_WINDOW_ENV} must be a number of seconds from 0 to "
+                         f"{MAX_STORAGE_RETRY_WINDOW:.0f}, not {text!r}")
+    return window
+
+
+def storage_retry_policy(window: float | None = None) -> dg.RetryPolicy:
+    """Exponential backoff with jitter, with as many retries as it takes for the shortest waits to span ``window``."""
+    window = storage_retry_window() if window is None else window
+    retries, spanned = 0, 0.0
+    while spanned < window:
+        retries += 1
+        # Dagster's exponential delay of retry k is (2**k - 1) * delay, its jitter at most ``delay`` either way.
+        spanned += ((2**retries) - 1) * RETRY_BASE_DELAY - RETRY_BASE_DELAY
+    return dg.RetryPolicy(
+        max_retries=retries,
+        delay=RETRY_BASE_DELAY,
+        backoff=dg.Backoff.EXPONENTIAL,
+        jitter=dg.Jitter.PLUS_MINUS,
+    )
+
+
+STORAGE_RETRY_POLICY = storage_retry_policy()
 
 F = TypeVar("F", bound=Callable)
 

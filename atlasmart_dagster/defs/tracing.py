@@ -357,7 +357,8 @@ class StepTrace:
         for partition in self._partition_keys:
             span = self._partition(partition)
             if partition not in self._logged:  # a step that failed before reaching it, or one that logs no lines
-                span.set_attribute("atlasmart.batch_ids", [str(b) for b in self._batch_ids(partition)])
+                # Only what the step already knows: no store is read inside Dagster's logging call.
+                span.set_attribute("atlasmart.batch_ids", [str(b) for b in self._batch_ids(partition) or []])
                 if outcome != "success":
                     span.set_attribute("atlasmart.outcome", "not_reached")
         end = time.time_ns()
@@ -416,4 +417,25 @@ class _StepEnd(logging.Handler):
         if event is None or self._on_end is None or event.event_type not in _ENDS:
             return
         on_end, self._on_end = self._on_end, None  # once, even if Dagster logged another end
-        on_end(event)
+        try:
+            on_end(event)
+        except Exception:  # noqa: BLE001 - observability never fails a step: counted, never raised
+            handler_errors.note()
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        handler_errors.note()  # not logging's default, which prints a traceback to stderr
+
+
+class _ErrorCount:
+    """How many times this process's tracing handler failed (and swallowed it): a span lost, never a step."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def note(self) -> None:
+        with self._lock:
+            self.count += 1
+
+
+handler_errors = _ErrorCount()

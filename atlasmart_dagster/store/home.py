@@ -236,6 +236,25 @@ class WriteFault:
     message: str
 
 
+def heal_shm(path: Path) -> None:
+    """Give a leftover ``-shm`` of the SQLite store ``path`` back its owner's write permission, where it is ours.
+
+    SQLite makes a ``-shm`` with the database's mode, so a database once made
+    read-only (0444) and fixed since leaves a 0444 ``-shm`` that refuses every
+    later write. The file is only SQLite's shared-memory index, so making it
+    writable again for its owner loses nothing; one of another user's stays
+    as it is, and ``write_fault`` names it with the fix.
+    """
+    shm = Path(f"{path}-shm")
+    try:
+        info = shm.stat()
+        if info.st_uid != os.geteuid() or info.st_mode & stat.S_IWUSR or not os.access(path, os.W_OK):
+            return
+        shm.chmod(stat.S_IMODE(info.st_mode) | stat.S_IRUSR | stat.S_IWUSR)
+    except OSError:
+        return  # not there, or not ours to change: the open decides
+
+
 def write_fault(path: Path) -> WriteFault | None:
     """Why this machine will not let AtlasMart write the SQLite store ``path`` (or into the folder), or None.
 
@@ -260,8 +279,8 @@ def write_fault(path: Path) -> WriteFault | None:
         return WriteFault("full", f"cannot write {path}: the disk holding it is full ({free // 1024} KiB free); "
                                   f"free space on it, then run the command again")
     for side, remedy in (("-wal", "fix its permissions (it may hold committed transactions: never delete it)"),
-                         ("-shm", "fix its permissions, or remove it when no process uses the home "
-                                  "(SQLite rebuilds it)"),
+                         ("-shm", f"fix its permissions (chmod u+w {path}-shm, as its owner), or remove it "
+                                  "when no process uses the home (SQLite rebuilds it)"),
                          ("-journal", "fix its permissions")):
         leftover = Path(f"{path}{side}")
         if leftover.exists() and not os.access(leftover, os.R_OK | os.W_OK):

@@ -113,6 +113,8 @@ class Platform:
 
     def __post_init__(self) -> None:
         self._first_use_lock = threading.Lock()
+        self._retry_lock = threading.Lock()
+        self._unrecorded_retries: list[tuple[str, str, int, datetime]] = []
 
     @classmethod
     def open(
@@ -188,6 +190,23 @@ class Platform:
     def ledger(self) -> Ledger:
         self._checked  # noqa: B018 - checks the stores the first time
         return self._ledger
+
+    def record_step_retry(self, run_id: str, asset: str, attempt: int, at: datetime) -> None:
+        """Record that a step started again, in the ledger database only, so a storage outage cannot lose it.
+
+        A born home's ledger takes the record without the store check, which
+        reads the warehouse: the object store a retry is usually about may be
+        down (its retries are what the ``step_retries`` metric counts). An
+        unborn home's is checked first (its stores are created together).
+        A record the database refused (it was restarting too) is kept and
+        written with the next one, so the attempt that fails on it loses no count.
+        """
+        with self._retry_lock:
+            self._unrecorded_retries.append((run_id, asset, attempt, at))
+            ledger = self._ledger if _ledger_identity(self._ledger) is not None else self.ledger
+            while self._unrecorded_retries:
+                ledger.runs.record_retry(*self._unrecorded_retries[0])
+                self._unrecorded_retries.pop(0)
 
     @cached_property
     def raw_store(self) -> RawStore:

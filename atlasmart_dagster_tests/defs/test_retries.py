@@ -65,3 +65,27 @@ def test_without_the_drill_seam_the_tag_injects_nothing(env):
     )
     events = [e.event_type_value for e in outcome.result.all_events if e.step_key == "fact_sales"]
     assert outcome.success and "STEP_UP_FOR_RETRY" not in events
+
+
+@pytest.mark.parametrize("window,retries,shortest", [(0, 0, 0), (6, 3, 8), (60, 6, 114), (120, 7, 240), (300, 8, 494)])
+def test_storage_retries_span_their_window(window, retries, shortest):
+    from atlasmart_dagster.defs.retries import storage_retry_policy
+
+    policy = storage_retry_policy(window)
+    assert policy.max_retries == retries
+    waits = [policy.calculate_delay(k) for k in range(1, retries + 1)]
+    assert sum(waits) >= shortest >= window  # jitter never takes the waits below the window
+
+
+def test_the_default_storage_retry_window_spans_a_typical_endpoint_restart(monkeypatch):
+    from atlasmart_dagster.defs.retries import STORAGE_RETRY_WINDOW_ENV, storage_retry_policy, storage_retry_window
+    from atlasmart_dagster.errors import UsageError
+
+    monkeypatch.delenv(STORAGE_RETRY_WINDOW_ENV, raising=False)
+    assert storage_retry_window() == 60
+    policy = storage_retry_policy()
+    assert sum(policy.calculate_delay(k) for k in range(1, policy.max_retries + 1)) >= 60
+    for bad in ("soon", "-1", "4000"):
+        monkeypatch.setenv(STORAGE_RETRY_WINDOW_ENV, bad)
+        with pytest.raises(UsageError, match=STORAGE_RETRY_WINDOW_ENV):
+            storage_retry_window()

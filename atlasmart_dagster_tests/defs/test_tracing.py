@@ -339,3 +339,30 @@ def test_dagster_asset_materialize_and_the_sensor_send_one_trace_from_two_proces
     assert all(run.start_time_unix_nano <= s.start_time_unix_nano <= s.end_time_unix_nano <= run.end_time_unix_nano
                for s in steps)
     assert len(spans) == 1 + 2 * len(CHAIN_STEPS)
+
+
+def test_a_tracing_error_at_a_step_end_is_counted_and_never_fails_the_step(env, spans):
+    """The store a step's end would read is down: the trace loses that, the step is retried and the run succeeds."""
+    from atlasmart_dagster.defs.assets.step import STEP_START_HOOKS
+    from atlasmart_dagster.drills.faults import INJECT_TRANSIENT_TAG, transient_faults_by_tag
+    from atlasmart_dagster.errors import TransientError
+
+    def storage_down(partition: str):
+        raise TransientError(f"the object store is unavailable (batch ids of {partition})")
+
+    def break_the_trace(step) -> None:
+        if step.asset == "fact_sales" and step.trace.recording:
+            step.trace._batch_ids = storage_down
+
+    before = tracing.handler_errors.count
+    STEP_START_HOOKS.insert(0, break_the_trace)
+    try:
+        with transient_faults_by_tag():
+            outcome = run_chain(env.defs, env.instance, env.platform, DAYS[:1], lane="backfill",
+                                tags={INJECT_TRANSIENT_TAG: "fact_sales"})
+    finally:
+        STEP_START_HOOKS.remove(break_the_trace)
+    assert outcome.success
+    events = [e.event_type_value for e in outcome.result.all_events if e.step_key == "fact_sales"]
+    assert "STEP_UP_FOR_RETRY" in events and events[-1] == "STEP_SUCCESS"
+    assert tracing.handler_errors.count > before, "the swallowed error is counted"

@@ -105,7 +105,7 @@ def test_a_full_disk_is_named_with_the_remedy_and_the_home_works_once_space_is_f
 
 
 @pytest.mark.slow
-def test_a_leftover_shm_with_the_wrong_permissions_is_named(tmp_path, embedded):
+def test_a_leftover_shm_with_the_wrong_permissions_heals_or_is_named_with_its_fix(tmp_path, embedded):
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:
         pytest.skip("needs root and setpriv(1) to run a command that file permissions apply to")
@@ -125,10 +125,16 @@ def test_a_leftover_shm_with_the_wrong_permissions_is_named(tmp_path, embedded):
     assert as_a_user("status").returncode == 0  # SQLite makes its -shm as the database's mode: 0444
     (home / "ledger.db").chmod(0o644)  # the operator fixes the database, not its -shm
     assert (home / "ledger.db-shm").stat().st_mode & 0o777 == 0o444
+    shm = home / "ledger.db-shm"
+    os.chown(shm, 65534, 65534)  # another user's -shm: named, with the fix
     done = as_a_user("backup", "--to", str(tmp_path / "backups"))
     line = one_line(done.stderr)
-    assert done.returncode == 1 and f"{home / 'ledger.db-shm'} is not writable (mode 0444)" in line
-    assert "fix its permissions, or remove it when no process uses the home" in line
+    assert done.returncode == 1 and f"{shm} is not writable (mode 0444)" in line
+    assert f"fix its permissions (chmod u+w {shm}, as its owner)" in line
+    os.chown(shm, os.geteuid(), os.getegid())  # its owner's own -shm heals: the next command works
+    done = as_a_user("backup", "--to", str(tmp_path / "backups"))
+    assert done.returncode == 0, done.stderr
+    assert not shm.exists() or shm.stat().st_mode & 0o777 == 0o644  # the last connection removes it
 
 
 def test_a_postgres_outage_is_one_line_at_once(tmp_path, monkeypatch, capsys):

@@ -157,12 +157,12 @@ class Step:
         self._batch_ids: dict[str, list[str]] = {}
         self._handlers: list[logging.Handler] | None = None
         # Before the start hooks: a step a fault injector stops still has its span.
-        self.trace = StepTrace(context, asset, self.lane, self.partitions, self.batch_ids)
+        self.trace = StepTrace(context, asset, self.lane, self.partitions, self._batch_ids.get)
         retry = getattr(context, "retry_number", 0)
         if isinstance(context, dg.AssetExecutionContext):
+            if retry:  # first: recorded even while the object store is down (``Platform.record_step_retry``)
+                self.platform.record_step_retry(self.run_id, asset, retry + 1, self.now())
             self._stamp_lane()
-            if retry:
-                self.ledger.runs.record_retry(self.run_id, asset, retry + 1, self.now())
             for hook in STEP_START_HOOKS:
                 hook(self)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from ...errors import EnvironmentFault, StoreUnreadable
-from ..home import write_fault
+from ..home import heal_shm, write_fault
 
 # Primary SQLite result codes of a damaged file (extended codes keep them in the low byte).
 _DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
@@ -120,6 +120,7 @@ class LedgerEngine:
     def _open(self) -> sqlite3.Connection:
         """A connection for reading and writing, or a read-only one where the machine allows no write."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        heal_shm(self.path)
         con = None
         try:
             con = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=True)
