@@ -22,6 +22,16 @@ from typing import Sequence
 
 import dagster as dg
 
+# Dagster stores a step's materializations of a range in batches only when
+# DAGSTER_EVENT_BATCH_SIZE is set, and reads it in the process that runs the
+# step, which imports this module: set here (not only in deploy/Dockerfile) so
+# every shell, the daemon's run workers and the Celery workers batch by
+# default. Postgres writes a batch in one statement; the embedded event log in
+# one transaction per shard (store/dagster_sqlite_adapter.py). An explicit
+# value, 0 included, wins.
+EVENT_BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"
+os.environ.setdefault(EVENT_BATCH_SIZE_ENV, "100")
+
 from .defs.assets import package_assets
 from .defs.automation.jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job, reference_job
 from .defs.automation.schedules import daily_sales_schedule

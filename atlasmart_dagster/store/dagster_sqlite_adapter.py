@@ -24,6 +24,12 @@ writes:
   deleted file: its engine is dropped and the shard is created again;
 * a forked child never uses its parent's connections.
 
+``store_event_batch`` (what Dagster calls with a step's materializations of
+a range when ``DAGSTER_EVENT_BATCH_SIZE`` is set; the code location sets it,
+see ``definitions.py``) stores the whole batch in one transaction per shard
+instead of one per event: all of it or, if any event fails, none of it (Dagster
+then falls back to storing the events one by one).
+
 ``PooledSqliteStorage`` is ``DagsterSqliteStorage`` (the ``storage: sqlite``
 default, same folders under ``base_dir``) with this event log; the embedded
 ``dagster.yaml`` selects it as ``storage: custom``. This is the one place
@@ -36,6 +42,7 @@ its writes) and fails on an upgrade that changes it.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -63,6 +70,10 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         self._engines: OrderedDict[str, db.Engine] = OrderedDict()
         self._engines_pid = os.getpid()
         self._tables_seen: set[str] = set()
+        # While this thread stores a batch: the batch's open connection per
+        # shard, each inside one transaction committed when the batch ends.
+        self._batch_conns: dict[str, db.Connection] | None = None
+        self._batch_thread: int | None = None
         super().__init__(base_dir, inst_data=inst_data)
 
     @classmethod
@@ -71,6 +82,16 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
 
     @contextmanager
     def _connect(self, shard: str) -> Iterator[db.Connection]:
+        if self._batch_conns is not None and self._batch_thread == threading.get_ident():
+            # Inside store_event_batch, which holds the lock: every write of the
+            # batch goes through the shard's one open transaction.
+            conn = self._batch_conns.get(shard)
+            if conn is None:
+                conn = self._engine(shard).connect()
+                conn.begin()
+                self._batch_conns[shard] = conn
+            yield conn
+            return
         with self._db_lock:
             engine = self._engine(shard)
             with engine.connect() as conn:
@@ -80,6 +101,33 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
                     # Write the log into the shard's file now: Dagster's run
                     # watchers wait for that file to change.
                     conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def store_event_batch(self, events) -> None:
+        """Store the events in one transaction per shard (the run's and the index), not one per event."""
+        if len(events) < 2:
+            super().store_event_batch(events)
+            return
+        with self._db_lock:
+            self._batch_conns, self._batch_thread = {}, threading.get_ident()
+            conns = self._batch_conns
+            try:
+                for event in events:
+                    self.store_event(event)
+            except BaseException:
+                for conn in conns.values():
+                    conn.rollback()
+                raise
+            else:
+                # The run's shard last: a reader that sees the run's events also
+                # finds them in the index.
+                for shard in sorted(conns, key=lambda name: name != INDEX_SHARD_NAME):
+                    conns[shard].commit()
+                    if shard != INDEX_SHARD_NAME:
+                        conns[shard].exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+            finally:
+                self._batch_conns, self._batch_thread = None, None
+                for conn in conns.values():
+                    conn.close()
 
     def _engine(self, shard: str) -> db.Engine:
         """The shard's open engine (created, and the shard initialised, on first use or when its file is gone)."""

@@ -105,3 +105,54 @@ def test_the_storage_config_round_trips_through_an_instance_ref(tmp_path):
         rebuilt.dispose()
     finally:
         instance.dispose()
+
+
+def test_a_batch_is_stored_whole_in_one_transaction_and_read_by_dagsters_own_storage(tmp_path):
+    pooled = PooledSqliteEventLogStorage(str(tmp_path))
+    days = [f"2026-09-{day}" for day in range(17, 27)]
+    pooled.store_event_batch([_materialization("r1", day) for day in days])
+    plain = SqliteEventLogStorage(str(tmp_path))
+    for storage in (pooled, plain):
+        assert len(storage.get_logs_for_run("r1")) == len(days)
+        assert storage.get_materialized_partitions(dg.AssetKey("fact_sales")) == set(days)
+    pooled.store_event(_materialization("r1", "2026-09-30"))  # connections are usable after a batch
+    assert len(plain.get_logs_for_run("r1")) == len(days) + 1
+    pooled.dispose()
+
+
+def test_a_batch_that_fails_part_way_stores_none_of_itself(tmp_path, monkeypatch):
+    pooled = PooledSqliteEventLogStorage(str(tmp_path))
+    events = [_materialization("r1", f"2026-09-{day}") for day in range(17, 22)]
+    stored = []
+    original = PooledSqliteEventLogStorage.store_event
+
+    def failing_on_the_fourth(self, event):
+        if len(stored) == 3:
+            raise RuntimeError("disk full")
+        stored.append(event)
+        original(self, event)
+
+    monkeypatch.setattr(PooledSqliteEventLogStorage, "store_event", failing_on_the_fourth)
+    try:
+        pooled.store_event_batch(events)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the batch should have failed")
+    monkeypatch.undo()
+    plain = SqliteEventLogStorage(str(tmp_path))
+    assert plain.get_logs_for_run("r1") == []
+    assert plain.get_materialized_partitions(dg.AssetKey("fact_sales")) == set()
+    # Dagster's fallback then stores them one by one, once each.
+    for event in events:
+        pooled.store_event(event)
+    assert len(plain.get_logs_for_run("r1")) == len(events)
+    pooled.dispose()
+
+
+def test_the_code_location_turns_event_batching_on_by_default():
+    import os
+
+    import atlasmart_dagster.definitions  # noqa: F401  (sets the default on import)
+
+    assert int(os.environ["DAGSTER_EVENT_BATCH_SIZE"]) > 0
