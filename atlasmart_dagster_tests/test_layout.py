@@ -190,3 +190,35 @@ def test_every_module_says_what_it_holds(name):
     if _is_package(name) and not tree.body:
         return
     assert ast.get_docstring(tree), f"{MODULES[name]} has no module docstring"
+
+
+# Modules that still ask the ledger's raw partition events a question of their
+# own. Each is to move onto ``store/ledger/day_states.py`` (the one read model
+# of a day); the list may only shrink: a new module must read ``DayStates``.
+RAW_EVENT_READERS = {
+    "cli.demo", "cli.inspecting", "defs.assets.step", "defs.automation.sensors", "defs.checks.certification_checks",
+    "defs.checks.slo_checks", "defs.assets.served", "drills.failed_load", "drills.harness", "drills.incident_drills",
+    "ops.incidents.detection", "ops.incidents.notices", "ops.incidents.triage", "ops.incidents.ui_reporting",
+    "ops.incidents.workflow", "ops.maintenance", "ops.notifications.outbox", "ops.observability.prometheus",
+    "ops.recovery", "ops.runs", "product.anomaly", "product.dashboard_certification", "product.restatements",
+}
+RAW_READS = (".partitions.events(", ".partitions.served(", ".partitions.served_map(", ".partitions.versions_map(")
+
+
+def _raw_event_readers() -> set[str]:
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+        if name.startswith("store.ledger"):
+            continue
+        text = path.read_text()
+        if any(read in text for read in RAW_READS) or "events.events(" in text:
+            found.add(name)
+    return found
+
+
+def test_a_days_state_is_derived_in_one_place():
+    """No module outside the ledger derives a day's state from raw events, except the shrinking list above."""
+    readers = _raw_event_readers()
+    assert readers - RAW_EVENT_READERS == set(), "read the day through ledger.partitions.states() (DayStates)"
+    assert RAW_EVENT_READERS - readers == set(), "ported: remove it from RAW_EVENT_READERS"

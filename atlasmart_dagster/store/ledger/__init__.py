@@ -25,7 +25,7 @@ from .check_results import CheckResults
 from .engine import LedgerEngine
 from .holds import CertificationHolds
 from .notification_deliveries import NotificationDeliveries
-from .partition_states import PartitionStates
+from .day_states import PartitionReads
 from .run_records import RunRecords
 from .slo_records import SloRecords
 
@@ -46,7 +46,7 @@ class Ledger:
 
     def __init__(self, target: Path | str):
         self.engine = open_engine(target)
-        self.partitions = PartitionStates(self.engine)
+        self.partitions = PartitionReads(self.engine)
         self.batches = BatchRecords(self.engine)
         self.checks = CheckResults(self.engine)
         self.holds = CertificationHolds(self.engine)

@@ -32,6 +32,7 @@ from .partition_states import (
     RESTATEMENT_PENDING,
     WITHDRAWN,
     PartitionEvent,
+    PartitionStates,
     ServedVersion,
 )
 from .engine import LedgerEngine, where_clause
@@ -246,3 +247,27 @@ def _first_served_at(history: list[PartitionEvent], newest: PartitionEvent, with
             break
         at = event.recorded_at
     return at
+
+
+class PartitionReads(PartitionStates):
+    """``ledger.partitions``: the partition events, and the day states they amount to."""
+
+    def states(self, days: Iterable[str] | None = None, assets: Iterable[str] | None = None) -> DayStates:
+        """The read model of ``days`` (all when None) from one query."""
+        return DayStates.read(self.engine, days, assets)
+
+    def of_run(self, run_id: str) -> DayStates:
+        """The read model of what one run recorded (its builds and the decisions naming them)."""
+        return DayStates.of_events(self.events(run_id=run_id))
+
+    def served(self, asset: str, partition: str) -> ServedVersion | None:
+        """The served version of one (asset, partition); read many through ``states``."""
+        return self.states([partition], [asset]).served(asset, partition)
+
+    def versions_map(self, asset: str, partitions: Iterable[str] | None = None) -> dict[str, list[ServedVersion]]:
+        """Every content version ever certified per partition of ``asset`` (see ``AssetDay.versions``)."""
+        return self.states(partitions, [asset]).versions_map(asset)
+
+    def served_map(self, asset: str) -> dict[str, ServedVersion]:
+        """Served certification per partition of ``asset`` (see ``AssetDay.served``)."""
+        return self.states(None, [asset]).served_map(asset)

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from ...domain.controls import ControlTuple
 from ..clock import format_ts
 from .engine import LedgerEngine, LedgerTable, dumps, loads, where_clause
-
-if TYPE_CHECKING:
-    from .day_states import DayStates
 
 BUILT = "BUILT"
 CERTIFIED = "CERTIFIED"
@@ -118,7 +115,7 @@ class ServedVersion:
 
 
 class PartitionStates:
-    """Append and read partition events; derive the served version of each partition."""
+    """Append and read partition events (what they amount to is ``day_states.PartitionReads``)."""
 
     def __init__(self, engine: LedgerEngine):
         self.engine = engine
@@ -171,27 +168,3 @@ class PartitionStates:
             {"state": states, "asset": assets, "partition": partitions},
         )
         return [PartitionEvent.from_row(r) for r in self.engine.select(PARTITION_EVENTS, where, args, order_by="id")]
-
-    def states(self, days: Iterable[str] | None = None, assets: Iterable[str] | None = None) -> "DayStates":
-        """The read model of ``days`` (all when None) from one query: see ``day_states``."""
-        from .day_states import DayStates  # day_states builds on the event records defined here
-
-        return DayStates.read(self.engine, days, assets)
-
-    def of_run(self, run_id: str) -> "DayStates":
-        """The read model of what one run recorded (its builds and the decisions naming them)."""
-        from .day_states import DayStates
-
-        return DayStates.of_events(self.events(run_id=run_id))
-
-    def served(self, asset: str, partition: str) -> ServedVersion | None:
-        """The served version of one (asset, partition); read many through ``states``."""
-        return self.states([partition], [asset]).served(asset, partition)
-
-    def versions_map(self, asset: str, partitions: Iterable[str] | None = None) -> dict[str, list[ServedVersion]]:
-        """Every content version ever certified per partition of ``asset`` (see ``AssetDay.versions``)."""
-        return self.states(partitions, [asset]).versions_map(asset)
-
-    def served_map(self, asset: str) -> dict[str, ServedVersion]:
-        """Served certification per partition of ``asset`` (see ``AssetDay.served``)."""
-        return self.states(None, [asset]).served_map(asset)
