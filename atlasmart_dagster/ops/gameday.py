@@ -21,8 +21,8 @@ from datetime import date, datetime, time
 import dagster as dg
 
 from ..defs.automation.load_retries import given_up_loads
-from ..defs.automation.schedules import scheduled_load
-from ..defs.automation.sensors import plan_manifest_runs
+from ..defs.automation.schedules import daily_sales_schedule, scheduled_load
+from ..defs.automation.sensors import landing_manifest_sensor, plan_manifest_runs
 from ..defs.partitions import FIRST_SALES_DATE, daily_partitions
 from ..product.lanes import LANE_TAG
 from ..product.slo import SCHEDULE_HOUR  # the hour of daily_sales_schedule's cron (UTC)
@@ -138,10 +138,18 @@ def record_given_up(platform: Platform, instance: dg.DagsterInstance) -> list[st
     return touched
 
 
-def _run(defs, instance, platform, request: dg.RunRequest, log_level) -> RunOutcome:
+# The tags the daemon puts on the runs a schedule or sensor starts. Dagster's UI
+# reads them (its CreatedByTag: dagster/user, dagster/schedule_name,
+# dagster/sensor_name, else "Manually launched"), so a tick's runs say which
+# automation started them, as the daemon's would.
+SCHEDULE_NAME_TAG = "dagster/schedule_name"
+SENSOR_NAME_TAG = "dagster/sensor_name"
+
+
+def _run(defs, instance, platform, request: dg.RunRequest, log_level, origin: dict[str, str]) -> RunOutcome:
     tags = {k: v for k, v in request.tags.items() if not k.startswith("dagster/")}
-    return run_chain(defs, instance, platform, [request.partition_key], lane=tags[LANE_TAG], tags=tags,
-                     log_level=log_level)
+    return run_chain(defs, instance, platform, [request.partition_key], lane=tags[LANE_TAG],
+                     tags={**tags, **origin}, log_level=log_level)
 
 
 def tick(defs: dg.Definitions, instance: dg.DagsterInstance, platform: Platform, log_level: str | None = None) -> TickReport:
@@ -158,12 +166,14 @@ def tick(defs: dg.Definitions, instance: dg.DagsterInstance, platform: Platform,
         if isinstance(request, dg.SkipReason):  # the day's batch was loaded already
             report.skipped.append(f"schedule {format_ts(when)}: {request.skip_message}")
             continue
-        outcomes.append(_run(defs, instance, platform, request, log_level))
+        outcomes.append(_run(defs, instance, platform, request, log_level,
+                             {SCHEDULE_NAME_TAG: daily_sales_schedule.name}))
         report.scheduled.append(request.partition_key)
     requests, skipped = plan_manifest_runs(platform, instance)
     report.skipped += skipped
     for request in requests:
-        outcomes.append(_run(defs, instance, platform, request, log_level))
+        outcomes.append(_run(defs, instance, platform, request, log_level,
+                             {SENSOR_NAME_TAG: landing_manifest_sensor.name}))
         report.sensor.append(request.partition_key)
     report.runs = [
         {"run_id": o.run_id, "partitions": o.partitions, "lane": o.lane, "success": o.success,
