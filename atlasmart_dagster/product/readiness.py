@@ -46,7 +46,7 @@ from typing import Callable, Sequence
 import duckdb
 
 from ..domain.contracts import CONTRACTS, Conformance, SourceContract
-from ..errors import SourceNotReady
+from ..errors import RawEvidenceConflict, SourceNotReady
 from ..store.clock import format_ts
 from ..store.landing import (
     CONTROL_TOTAL_FIELDS,
@@ -181,6 +181,19 @@ def _precheck(platform: Platform, partition: str, now: datetime, contract_for: C
     landing = platform.landing
     retired = retired_batches(platform.ledger, partition)
     stored = tuple(s for s in platform.raw_store.batches(partition) if s.batch_id not in retired)
+    held_ids = {s.batch_id for s in stored}
+    lost = sorted(
+        b["batch_id"] for b in platform.ledger.batches.list(partition)
+        if b["batch_id"] not in retired and b["batch_id"] not in held_ids
+    )
+    if lost:
+        # The raw store is the evidence: once the ledger accepted a batch, only `atlasmart restore`
+        # may bring its stored copy back, never a fresh copy from the landing zone.
+        raise RawEvidenceConflict(
+            f"raw evidence lost for sales_date={partition}: the ledger accepted batch(es) {', '.join(lost)} "
+            "but the raw store no longer holds them; nothing is re-created from the landing zone: "
+            "run `atlasmart restore BACKUP` to bring the evidence back"
+        )
     manifest_bytes = landing.read_manifest_bytes(partition)
     named = named_batch_id(manifest_bytes) if manifest_bytes is not None else None
     if manifest_bytes is None or named in retired:

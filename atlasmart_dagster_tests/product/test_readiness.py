@@ -177,3 +177,20 @@ def test_an_error_in_a_range_stops_at_its_day_with_the_earlier_days_committed(en
     stored = {p.parent.name for p in (env.home / "raw").glob("sales_date=*/batch_id=*")}
     assert stored == {f"sales_date={d}" for d in SAMPLE_DAYS if d <= DAY}  # 2026-09-21 never committed
     assert not list((env.home / "raw" / ".staging").iterdir())
+
+
+def test_a_lost_raw_copy_of_an_accepted_batch_is_refused_not_recopied_from_landing(env):
+    import shutil
+
+    source = prepare(env)
+    (batch,) = source.batches
+    manifest = json.loads(batch.stored.manifest_path.read_bytes())
+    env.platform.ledger.batches.record(manifest, "v1", batch.fields, NOW, None)
+    folder = batch.stored.data_path.parent
+    for f in folder.iterdir():
+        f.chmod(0o644)
+    shutil.rmtree(folder)
+    with pytest.raises(RawEvidenceConflict) as info:
+        prepare(env)
+    assert "ERP-20260920-01" in str(info.value) and "atlasmart restore" in str(info.value)
+    assert not folder.exists()  # nothing re-created from the landing copy
