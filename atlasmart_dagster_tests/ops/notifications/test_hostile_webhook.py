@@ -10,6 +10,8 @@ from atlasmart_dagster.ops.notifications.channels import SendFailed, _post_json
 
 
 class _Receiver(http.server.BaseHTTPRequestHandler):
+    written = 0  # bytes of the huge answer the receiver got out before the sender hung up
+
     def log_message(self, *args):
         pass
 
@@ -27,6 +29,7 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
         try:
             for _ in range(1024):
                 self.wfile.write(chunk)
+                _Receiver.written += len(chunk)
         except OSError:
             pass
 
@@ -51,3 +54,5 @@ def test_a_huge_answer_is_not_read_whole(receiver):
     start = time.monotonic()
     _post_json(f"{receiver}/huge", {"text": "x"}, 5)
     assert time.monotonic() - start < 3
+    time.sleep(0.2)
+    assert _Receiver.written < 64 << 20  # read whole, all 1 GiB would have gone out
