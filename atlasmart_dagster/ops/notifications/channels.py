@@ -181,8 +181,8 @@ def _post_json(url: str, body: dict[str, Any], timeout: float) -> None:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json", "User-Agent": "atlasmart"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            response.read()
+        with _OPENER.open(request, timeout=timeout) as response:
+            response.read(_ANSWER_READ)  # a bounded prefix: a huge answer costs neither memory nor time
     except urllib.error.HTTPError as exc:
         answer = exc.read()[:_BODY_SHOWN].decode("utf-8", "replace").strip()
         reason = f"HTTP {exc.code} {exc.reason}" + (f": {answer}" if answer else "")
@@ -191,6 +191,19 @@ def _post_json(url: str, body: dict[str, Any], timeout: float) -> None:
         raise SendFailed(_network_reason(exc.reason, timeout)) from None
     except (TimeoutError, socket.timeout, OSError) as exc:
         raise SendFailed(_network_reason(exc, timeout)) from None
+
+
+_ANSWER_READ = 64 * 1024  # bytes of a receiver's answer read at most
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A 3xx is a failed delivery (the message would be lost in a body-less GET), never followed."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, D102
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 def _network_reason(reason: Any, timeout: float) -> str:
