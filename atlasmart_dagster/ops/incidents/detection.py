@@ -9,7 +9,9 @@ Signals come from the ledger and the Dagster instance:
 * a run for the certified chain failed (other than "source not ready");
 * a day is still blocked upstream ``SOURCE_LATE_GRACE`` minutes after its schedule;
 * a re-send the restatement guard held, or a day the anomaly guard held;
-* a consumer reported a problem (``atlasmart incident report``).
+* a consumer reported a problem (``atlasmart incident report``);
+* raw evidence was lost: the ledger accepted a batch the raw store no longer
+  holds (a run of that day refuses; only ``atlasmart restore`` brings it back).
 
 Every signal has a stable key, so detection is idempotent: the sensor can run
 every minute and each piece of evidence reaches exactly one incident. A signal
@@ -28,6 +30,7 @@ from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ...product.lanes import CURRENT, MANUAL, lane_of
 from ...product.pii import redact_for
 from ...product.anomaly import ANOMALY_HELD
+from ...product.batch_lifecycle import retired_batches
 from ...product.restatements import RESTATEMENT_HELD
 from ...product.slo import SOURCE_LATE_GRACE, record_undelivered, scheduled_at
 from ...store.clock import format_ts
@@ -175,10 +178,41 @@ def _anomaly_signals(platform: Platform) -> list[dict[str, Any]]:
     return signals
 
 
+def _raw_evidence_lost_signals(platform: Platform) -> list[dict[str, Any]]:
+    """A ledger-accepted batch whose stored raw copy is gone: the evidence is lost until restored from a backup.
+
+    One signal per lost batch (keyed by day and batch), so the sensor opens one
+    incident for it however often it runs; the refused runs of that day join it.
+    """
+    accepted: dict[str, list[str]] = {}
+    for batch in platform.ledger.batches.list():
+        accepted.setdefault(batch["partition"], []).append(batch["batch_id"])
+    if not accepted:
+        return []
+    retired = set(retired_batches(platform.ledger))
+    signals = []
+    for day, batch_ids in sorted(accepted.items()):
+        held = {s.batch_id for s in platform.raw_store.batches(day)}
+        lost = sorted(b for b in batch_ids if b not in retired and b not in held)
+        for batch_id in lost:
+            signals.append({
+                "key": f"raw_lost:{day}:{batch_id}",
+                "kind": "raw_evidence_lost",
+                "asset": "raw_order_lines",
+                "partition": day,
+                "batch_id": batch_id,
+                "observed": {"raw_store": "missing", "batch_id": batch_id},
+                "expected": {"raw_store": "holds every ledger-accepted batch"},
+                "detail": f"raw evidence lost for sales_date={day}: the ledger accepted batch {batch_id} but the raw "
+                          "store no longer holds it; runs of the day refuse; run `atlasmart restore BACKUP`",
+            })
+    return signals
+
+
 def collect_signals(platform: Platform, instance: dg.DagsterInstance | None = None) -> list[dict[str, Any]]:
     now = platform.clock.now()
     signals = (_check_signals(platform) + _slo_signals(platform) + _source_late_signals(platform, now)
-               + _restatement_signals(platform) + _anomaly_signals(platform))
+               + _restatement_signals(platform) + _anomaly_signals(platform) + _raw_evidence_lost_signals(platform))
     if instance is not None:
         signals += _run_failure_signals(platform, instance)
     return signals
@@ -192,6 +226,8 @@ TITLES = {
     "restatement_held": lambda s: f"Restatement held: a re-send of {s['partition']} moves certified figures beyond tolerance",
     "anomaly_held": lambda s: f"Anomaly held: {s.get('summary') or s['partition'] + ' is far from its history'}",
     "consumer_report": lambda s: f"Consumer report: {s['detail'][:80]}",
+    "raw_evidence_lost": lambda s: (f"Raw evidence lost: batch {s['batch_id']} of {s['partition']} is missing from the "
+                                    "raw store; restore from backup"),
 }
 
 

@@ -28,7 +28,8 @@ from .ui_reporting import show_incidents_in_ui
     description=(
         "Opens or updates incidents from evidence: failed blocking checks and dashboard golden checks, missed "
         "SLOs (a day the daily delivery did not certify by its deadline records its availability miss here), "
-        "failed runs of the certified chain, and days still blocked upstream 10 minutes after their schedule. "
+        "failed runs of the certified chain, days still blocked upstream 10 minutes after their schedule, and "
+        "raw evidence lost (a ledger-accepted batch missing from the raw store: restore from backup). "
         "Idempotent: each piece of evidence reaches exactly one incident. Shows each incident that changed on "
         "the assets and days it affects (their Events) and on the served assets' open_incidents check."
     ),

@@ -311,12 +311,21 @@ def build_notice(
     # every cause counts, not only the lead one: a late batch that is also partial is late and incomplete;
     # the triage verdicts speak only when no evidence describes the impact itself (a consumer report alone)
     impacts = {i["impact"] for i in items} or {VERDICT_IMPACT[m] for m in holding if m in VERDICT_IMPACT}
-    impact_by_day = {day: impact_words({i["impact"] for i in items if i["day"] == day})
+    # the consumer's data state speaks from the first notice on: a withdrawn day with nothing served is
+    # unavailable, whatever triage has (not yet) found
+    withdrawn_empty = [p for p, s in statuses.items()
+                       if s.state == WITHDRAWN and not any(a.served for a in s.assets)]
+    if withdrawn_empty:
+        impacts.add(UNAVAILABLE)
+    impact_by_day = {day: impact_words({i["impact"] for i in items if i["day"] == day}
+                                       | ({UNAVAILABLE} if day in withdrawn_empty else set()))
                      for day in incident.partitions}
     if impacts:
         impact = impact_words(impacts)
     elif verdict == NOT_DUE:
         impact = "not due yet"
+    elif any(s.state in (HELD, "ANOMALY_HELD") for s in statuses.values()):
+        impact = "held figures under review"
     else:
         impact = "under investigation"
     if stage == "resolved":

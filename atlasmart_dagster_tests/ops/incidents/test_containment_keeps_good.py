@@ -92,3 +92,15 @@ def test_an_operator_who_doubts_the_served_version_withdraws_it(held, capsys):  
     contained = json.loads(out)
     assert len(contained["withdrawn"]) == 3 and contained["kept"] == []
     assert bi_revenue(held, capsys) == []
+
+
+def test_the_first_notice_of_a_withdrawn_day_with_nothing_served_says_unavailable(held, capsys):  # noqa: F811
+    code, out = cli(held, capsys, "incident", "contain", held.incident, "--withdraw-served", "--actor", ONCALL,
+                    "--json")
+    assert code == 0 and bi_revenue(held, capsys) == []
+    code, out = cli(held, capsys, "incident", "notify", held.incident, "--stage", "initial", "--json",
+                    "--summary", "Figures of 19 September are withdrawn while they are checked.")
+    notice = json.loads(out)
+    assert "unavailable" in notice["impact"] and "under investigation" not in notice["impact"]
+    assert "unavailable" in notice["impact_per_day"][DAY]
+    assert "nothing is available" in notice["day_status"][DAY]
