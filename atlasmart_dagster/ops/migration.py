@@ -99,6 +99,7 @@ from ..store.home import (
     HOME_ENV,
     WAREHOUSE_ENV,
     AtlasmartHome,
+    complete_postgres_url,
     libpq_url,
     resolve_landing,
 )
@@ -187,6 +188,9 @@ def team_target(source: AtlasmartHome, database_url: str | None = None,
                          f"URL --warehouse PATH (or ${DATABASE_URL_ENV} and ${WAREHOUSE_ENV})")
     if not url.startswith(("postgresql://", "postgresql+psycopg2://", "postgres://")):
         raise UsageError(f"the team database must be a postgresql:// URL, not {url.split(':')[0]}://...")
+    if not complete_postgres_url(url):
+        raise UsageError(f"the team database needs a host and a database: postgresql://USER@HOST[:PORT]/DATABASE "
+                         f"(not {redacted(url)})")
     if is_object_store_url(str(shared)):
         try:
             return AtlasmartHome(source.root, url, None, S3Location.from_environment(str(shared)))

@@ -95,6 +95,9 @@ class AtlasmartHome:
             )
         if not database_url.startswith(("postgresql://", "postgresql+psycopg2://", "postgres://")):
             raise UsageError(f"${DATABASE_URL_ENV} must be a postgresql:// URL, not {database_url.split(':')[0]}://...")
+        if not complete_postgres_url(database_url):
+            raise UsageError(f"${DATABASE_URL_ENV} needs a host and a database: postgresql://USER@HOST[:PORT]/DATABASE "
+                             f"(not {redacted_url(database_url)})")
         if is_object_store_url(warehouse):
             try:
                 location = S3Location.from_environment(warehouse)
@@ -303,6 +306,20 @@ def redacted_url(url: str) -> str:
     if parts.password is None:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))
+
+
+def complete_postgres_url(url: str) -> bool:
+    """Whether ``url`` names a host and a database (in the URL or as ``?host=``/``?dbname=``), so libpq never falls
+    back to its defaults (the local socket, a database named after the OS user) and creates the ledger there."""
+    from urllib.parse import parse_qs
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return False
+    query = parse_qs(parts.query)
+    return bool((host or query.get("host")) and (parts.path.strip("/") or query.get("dbname")))
 
 
 def sqlalchemy_postgres_url(url: str) -> str:
