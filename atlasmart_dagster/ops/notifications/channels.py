@@ -158,6 +158,10 @@ def send(channel: Channel, message: Message) -> Sent:
     try:
         if channel.kind == WEBHOOK:
             url = channel.url or _env(channel.url_env, channel, "URL")
+            scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+            if scheme not in ("http", "https"):  # set after the configuration was read: never opened
+                raise SendFailed(f"${channel.url_env} holds a URL with the scheme {scheme or 'none'}: a webhook URL "
+                                 f"is http:// or https://", permanent=True)
             body = slack_payload(message)
             _post_json(url, body, channel.timeout_s)
             return Sent(channel.name, channel.kind, body)
