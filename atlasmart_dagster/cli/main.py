@@ -225,6 +225,22 @@ FREE_TEXT_OPTIONS = ("reason", "text", "summary", "gap", "verification", "eviden
                      "next_update")
 
 
+# Documented limits (docs/incidents.md): an identity is a short field, free text a note, never a file.
+SHORT_OPTIONS, SHORT_MAX, TEXT_MAX = ("actor", "operator", "owner", "by"), 200, 10_000
+
+
+def _check_lengths(args: argparse.Namespace) -> None:
+    """A value over its limit is a usage error (exit 2), before anything is opened or recorded."""
+    from ..errors import UsageError  # local: cold start
+
+    for names, limit in ((SHORT_OPTIONS, SHORT_MAX), (FREE_TEXT_OPTIONS, TEXT_MAX)):
+        for name in names:
+            value = getattr(args, name, None)
+            if isinstance(value, str) and len(value) > limit:
+                raise UsageError(f"--{name.replace('_', '-')} is {len(value):,} characters; at most {limit:,} are "
+                                 f"taken (see docs/incidents.md)")
+
+
 def _redact_free_text(args: argparse.Namespace, ctx: CliContext) -> None:
     present = [name for name in FREE_TEXT_OPTIONS if isinstance(getattr(args, name, None), str) and getattr(args, name)]
     if not present:
@@ -262,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     with _noticing_interrupts() as interrupted:
         try:
             args = build_parser().parse_args(argv)  # argument errors exit 2 here, with one line
+            _check_lengths(args)
             ctx = CliContext(
                 home=args.home,
                 landing=args.landing,

@@ -194,6 +194,8 @@ def _channel(name: str, spec: Any, path: Path) -> Channel:
         if bool(url) == bool(url_env):
             raise NotificationConfigError(f"{path}: {where} needs its URL: url_env (the environment variable that "
                                           f"holds it; a Slack webhook URL is a secret) or url, not both")
+        if url_env and os.environ.get(url_env):  # the value is a secret: only its scheme may be named
+            _url(os.environ[url_env], path, f"{where}.url_env: ${url_env}")
         return Channel(name, kind, timeout, url=_url(url, path, f"{where}.url") if url else None, url_env=url_env)
     if kind == PAGERDUTY:
         _keys(spec, (*common, "url", "routing_key_env", "routing_key", "severity", "source"), path, where)
@@ -293,9 +295,12 @@ def _env_name(value: Any, path: Path, where: str) -> str | None:
 
 
 def _url(value: Any, path: Path, where: str) -> str:
-    parts = urlsplit(str(value))
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise NotificationConfigError(f"{path}: {where} must be an http:// or https:// URL")
+    parts = urlsplit(str(value).strip())
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        shown = f"the scheme {parts.scheme}:" if parts.scheme else "no scheme"
+        raise NotificationConfigError(f"{path}: {where} must be an http:// or https:// URL with a host, not one with "
+                                      f"{shown}{'' if parts.hostname else ' and no host'}; nothing is sent until "
+                                      f"it is fixed")
     return str(value)
 
 

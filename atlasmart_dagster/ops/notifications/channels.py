@@ -158,23 +158,53 @@ def send(channel: Channel, message: Message) -> Sent:
     try:
         if channel.kind == WEBHOOK:
             url = channel.url or _env(channel.url_env, channel, "URL")
+            scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+            if scheme not in ("http", "https"):  # set after the configuration was read: never opened
+                raise SendFailed(f"${channel.url_env} holds a URL with the scheme {scheme or 'none'}: a webhook URL "
+                                 f"is http:// or https://", permanent=True)
             body = slack_payload(message)
-            _post_json(url, body, channel.timeout_s)
+            _within(channel, _post_json, url, body, channel.timeout_s)
             return Sent(channel.name, channel.kind, body)
         if channel.kind == PAGERDUTY:
             key = _env(channel.routing_key_env, channel, "routing key")
             body = pagerduty_payload(message, channel, key)
-            _post_json(channel.url, body, channel.timeout_s)
+            _within(channel, _post_json, channel.url, body, channel.timeout_s)
             return Sent(channel.name, channel.kind, {**body, "routing_key": f"${channel.routing_key_env}"})
         if channel.kind == EMAIL:
             mail = email_message(message, channel)
-            _smtp_send(channel, mail)
+            _within(channel, _smtp_send, channel, mail)
             return Sent(channel.name, channel.kind, mail.as_string())
         raise SendFailed(f"unknown channel kind {channel.kind!r}", permanent=True)
     except SendFailed as exc:
         raise SendFailed(scrub(exc.reason, secrets), exc.permanent) from None
     except Exception as exc:  # noqa: BLE001 - a channel's failure is recorded, never raised into the caller
         raise SendFailed(scrub(f"unexpected {type(exc).__name__}: {exc}", secrets)) from None
+
+
+ATTEMPT_DEADLINE_FACTOR = 2  # a whole attempt may take twice the channel's timeout, however slowly a receiver drips
+
+
+def _within(channel: Channel, fn: Any, *args: Any) -> None:
+    """Run one attempt in a daemon thread; past its wall-clock deadline it is a failed attempt, never SENT."""
+    import threading
+
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            fn(*args)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, name=f"atlasmart-send-{channel.name}", daemon=True)
+    worker.start()
+    deadline = channel.timeout_s * ATTEMPT_DEADLINE_FACTOR
+    worker.join(deadline)
+    if not outcome:
+        raise SendFailed(f"not delivered within {deadline:g} s (the receiver answers too slowly)")
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 def _post_json(url: str, body: dict[str, Any], timeout: float) -> None:
