@@ -158,3 +158,13 @@ def retired_batches(ledger: Ledger, partition: str | None = None) -> dict[str, B
     for decision in decisions(ledger, partition):
         newest[decision.batch_id] = decision
     return {b: d for b, d in newest.items() if d.decision == RETIRED}
+
+
+def lost_batches(ledger: Ledger, partition: str, held: set[str], retired) -> list[str]:
+    """Batches the ledger accepted for ``partition`` (not ``retired``) that the raw store no longer holds (``held``).
+
+    The raw store is the evidence: readiness refuses such a day and detection
+    opens an incident for it, both from this one comparison.
+    """
+    return sorted(b["batch_id"] for b in ledger.batches.list(partition)
+                  if b["batch_id"] not in retired and b["batch_id"] not in held)

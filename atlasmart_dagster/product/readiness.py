@@ -63,7 +63,7 @@ from ..store.platform import Platform
 from ..store.raw_store import MANIFEST_NAME, NotARegularFile, StagedBatch, StoredBatch, sha256_file
 from ..store.tables import RAW_ORDER_LINES
 from ..store.warehouse import duckdb_connection
-from .batch_lifecycle import SeqRange, describe_regression, overlapping_batches, retired_batches
+from .batch_lifecycle import SeqRange, describe_regression, lost_batches, overlapping_batches, retired_batches
 from .contract_approvals import resolver
 
 # (manifest, batch_id) -> contract to apply, or None when the version is unknown
@@ -181,11 +181,7 @@ def _precheck(platform: Platform, partition: str, now: datetime, contract_for: C
     landing = platform.landing
     retired = retired_batches(platform.ledger, partition)
     stored = tuple(s for s in platform.raw_store.batches(partition) if s.batch_id not in retired)
-    held_ids = {s.batch_id for s in stored}
-    lost = sorted(
-        b["batch_id"] for b in platform.ledger.batches.list(partition)
-        if b["batch_id"] not in retired and b["batch_id"] not in held_ids
-    )
+    lost = lost_batches(platform.ledger, partition, {s.batch_id for s in stored}, retired)
     if lost:
         # The raw store is the evidence: once the ledger accepted a batch, only `atlasmart restore`
         # may bring its stored copy back, never a fresh copy from the landing zone.

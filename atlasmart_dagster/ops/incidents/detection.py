@@ -30,7 +30,7 @@ from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ...product.lanes import CURRENT, MANUAL, lane_of
 from ...product.pii import redact_for
 from ...product.anomaly import ANOMALY_HELD
-from ...product.batch_lifecycle import retired_batches
+from ...product.batch_lifecycle import lost_batches, retired_batches
 from ...product.restatements import RESTATEMENT_HELD
 from ...product.slo import SOURCE_LATE_GRACE, record_undelivered, scheduled_at
 from ...store.clock import format_ts
@@ -184,17 +184,12 @@ def _raw_evidence_lost_signals(platform: Platform) -> list[dict[str, Any]]:
     One signal per lost batch (keyed by day and batch), so the sensor opens one
     incident for it however often it runs; the refused runs of that day join it.
     """
-    accepted: dict[str, list[str]] = {}
-    for batch in platform.ledger.batches.list():
-        accepted.setdefault(batch["partition"], []).append(batch["batch_id"])
-    if not accepted:
-        return []
-    retired = set(retired_batches(platform.ledger))
+    days = sorted({batch["partition"] for batch in platform.ledger.batches.list()})
+    retired = set(retired_batches(platform.ledger)) if days else set()
     signals = []
-    for day, batch_ids in sorted(accepted.items()):
+    for day in days:
         held = {s.batch_id for s in platform.raw_store.batches(day)}
-        lost = sorted(b for b in batch_ids if b not in retired and b not in held)
-        for batch_id in lost:
+        for batch_id in lost_batches(platform.ledger, day, held, retired):
             signals.append({
                 "key": f"raw_lost:{day}:{batch_id}",
                 "kind": "raw_evidence_lost",
