@@ -14,13 +14,12 @@ from ..domain.controls import ControlTuple, total
 from ..errors import AtlasmartError, UsageError
 from ..ops.runs import run_chain, run_reference
 from ..product.serving import partition_status
-from ..store.ledger.partition_states import BUILT
 from .context import CliContext, partition_problem
 from .output import print_json, short, table
 
 
 def staging_counts(ctx: CliContext, partition: str) -> dict | None:
-    built = ctx.platform.ledger.partitions.events(asset="stg_order_lines", partition=partition, states=(BUILT,))
+    built = ctx.platform.ledger.partitions.states([partition], ["stg_order_lines"]).get("stg_order_lines", partition).builds
     return built[-1].detail if built else None
 
 

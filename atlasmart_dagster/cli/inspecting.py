@@ -51,14 +51,15 @@ def cmd_controls_version(args: argparse.Namespace, ctx: CliContext) -> int:
     platform = ctx.platform
     if args.asset not in CERTIFIED_ASSETS or not args.partition:
         raise UsageError("--version needs --partition and a certified product: " + ", ".join(CERTIFIED_ASSETS))
-    versions = platform.ledger.partitions.versions_map(args.asset, [args.partition]).get(args.partition, [])
+    day = platform.ledger.partitions.states([args.partition], [args.asset]).get(args.asset, args.partition)
+    versions = day.versions
     found = next((v for v in versions if v.version == args.version), None)
     if found is None:
         known = ", ".join(str(v.version) for v in versions) or "none"
         raise UsageError(f"{args.asset} {args.partition} has no certified version {args.version} (versions: {known})")
     cert = found.certification
     reread = _controls_at(platform, TABLES_BY_NAME[args.asset], [args.partition], cert.snapshot_id)[args.partition]
-    served = platform.ledger.partitions.served(args.asset, args.partition)
+    served = day.served
     out = {
         "asset": args.asset, "partition": args.partition, "version": found.version,
         "certified_at": found.certified_at, "snapshot_id": cert.snapshot_id, "fingerprint": cert.fingerprint,
@@ -84,7 +85,7 @@ def cmd_controls(args: argparse.Namespace, ctx: CliContext) -> int:
     spec = TABLES_BY_NAME[args.asset]
     partitions = [args.partition] if args.partition else known_partitions(platform)
     published = _controls_at(platform, spec, partitions)
-    served = platform.ledger.partitions.served_map(args.asset)
+    served = platform.ledger.partitions.states(partitions, [args.asset]).served_map(args.asset)
     out = []
     for p in partitions:
         cert = served.get(p)

@@ -339,7 +339,7 @@ class LedgerProgress:
         self._thread.start()
 
     def _snapshot(self) -> tuple[str, int, int]:
-        built = self.platform.ledger.partitions.events(run_id=self.run_id, states=(BUILT,))
+        built = self.platform.ledger.partitions.of_run(self.run_id).events((BUILT,))
         if not built:
             return "starting", 0, 0
         rows = sum(e.detail.get("rows", 0) for e in built if e.asset == "raw_order_lines")

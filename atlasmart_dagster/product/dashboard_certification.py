@@ -22,7 +22,7 @@ def certify_dashboards(platform: Platform, run_id: str, actor: str) -> list[Gate
     Idempotent: a (dashboard, day) already decided for ``run_id`` is not decided again.
     """
     ledger = platform.ledger
-    decided = {(e.asset, e.partition) for e in ledger.partitions.events(run_id=run_id, states=(CERTIFIED, CERTIFICATION_REFUSED))}
+    decided = {(d.asset, d.day) for d in ledger.partitions.of_run(run_id) if d.decisions}
     results = [r for r in ledger.checks.results(run_id=run_id)
                if r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC and (r["asset"], r["partition"]) not in decided]
     decisions = []

@@ -211,7 +211,7 @@ class Step:
     def batch_ids(self, partition: str) -> list[str]:
         """The batches the day's data came from (as of its latest raw build)."""
         if partition not in self._batch_ids:
-            built = self.ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BUILT,))
+            built = self.ledger.partitions.states([partition], ["raw_order_lines"]).get("raw_order_lines", partition).builds
             self._batch_ids[partition] = built[-1].detail.get("batch_ids", []) if built else []
         return self._batch_ids[partition]
 

@@ -258,7 +258,7 @@ def hold_messages(platform: Platform, incidents: list[Incident], fresh: Callable
     """A day the anomaly or restatement guard held: its data owner must decide (one message per held run and day)."""
     by_signal = {s.get("key"): i.id for i in incidents for s in i.signals}
     seen, out = set(), []
-    for event in platform.ledger.partitions.events(states=(CERTIFICATION_REFUSED,), assets=CERTIFIED_ASSETS):
+    for event in platform.ledger.partitions.states(assets=CERTIFIED_ASSETS).events((CERTIFICATION_REFUSED,)):
         reasons = event.detail.get("reasons", [])
         anomaly = next((r for r in reasons if r.startswith(ANOMALY_HELD)), None)
         restatement = next((r for r in reasons if r.startswith(RESTATEMENT_HELD)), None)
