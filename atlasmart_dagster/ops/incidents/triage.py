@@ -41,7 +41,8 @@ from ...product.slo import (
 from ...store.clock import format_ts, minutes_between, parse_ts
 from ...store.ledger.partition_states import BLOCKED_UPSTREAM, CERTIFIED
 from ...store.platform import Platform
-from ...store.tables import CERTIFIED_ASSETS
+from ...product.published_controls import controls_of, fingerprints_of
+from ...store.tables import CERTIFIED_ASSETS, METRIC_GROSS_REVENUE, TABLES_BY_NAME
 from .incident_records import Incident
 
 SOURCE, PIPELINE, SEMANTIC, PERFORMANCE, UNKNOWN = (
@@ -106,6 +107,53 @@ def _slo_evidence(platform: Platform, partition: str, pipeline_green: bool, mech
     return {o: results[o].describe() for o in OBJECTIVES if o in results}
 
 
+def served_version_findings(platform: Platform, day: str) -> dict[str, Any]:
+    """What triage finds about the version consumers are served for ``day``, product by product.
+
+    Each served certification is read back at its snapshot and held against
+    what was certified (fingerprint, and controls where the product carries
+    them), and the blocking checks of the run that certified it are looked
+    up. ``wrong`` lists every way the served figures are not what was
+    certified; empty, the served version is what its checks passed.
+    """
+    states = platform.ledger.partitions.states([day], CERTIFIED_ASSETS)
+    served, wrong = {}, []
+    for asset in CERTIFIED_ASSETS:
+        version = states.served(asset, day)
+        if version is None:
+            continue
+        cert = version.certification
+        served[asset] = version.version
+        spec = TABLES_BY_NAME[asset]
+        try:
+            fingerprint = fingerprints_of(platform.warehouse, spec, [day], cert.snapshot_id)[day]
+            controls = (controls_of(platform.warehouse, spec, [day], cert.snapshot_id)[day]
+                        if spec != METRIC_GROSS_REVENUE and cert.controls is not None else None)
+        except Exception as exc:  # noqa: BLE001 - a served version that cannot be read back is wrong for consumers
+            wrong.append(f"{asset} v{version.version} cannot be read back: {exc}")
+            continue
+        if controls is not None and controls != cert.controls:
+            wrong.append(f"{asset} v{version.version} reads {controls}, certified {cert.controls}")
+        elif fingerprint != cert.fingerprint:
+            wrong.append(f"{asset} v{version.version} rows differ from the certified rows (fingerprint)")
+        failed = sorted({f"{r['asset']}:{r['check_name']}" for r in platform.ledger.checks.results(
+            run_id=cert.run_id, partition=day) if r["blocking"] and not r["passed"]})
+        if failed:
+            wrong.append(f"{asset} v{version.version} was certified by run {cert.run_id}, whose checks failed: "
+                         + ", ".join(failed))
+    return {"served": served, "wrong": wrong}
+
+
+def describe_served(findings: dict[str, Any]) -> str:
+    """One line: what the served version of a day is, and whether triage found its figures wrong."""
+    if not findings["served"]:
+        return "nothing is served"
+    versions = "/".join(str(v) for v in sorted(set(findings["served"].values())))
+    if findings["wrong"]:
+        return f"served version {versions} is wrong: " + "; ".join(findings["wrong"])
+    return f"served version {versions} reads back as certified, its checks passed"
+
+
 def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
     ledger = platform.ledger
     now = platform.clock.now()
@@ -113,7 +161,9 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
     against: dict[str, list[str]] = {m: [] for m in mechanisms}
     due: dict[str, dict[str, Any]] = {}
     slo: dict[str, dict[str, str]] = {}
+    served: dict[str, str] = {}
     for partition in incident.partitions:
+        served[partition] = describe_served(served_version_findings(platform, partition))
         certified = all(ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS)
         due[partition] = due_state(partition, now, certified)
         # the source is expected from its schedule plus the grace a healthy day needs (ready 08:04)
@@ -208,4 +258,5 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
         "against": {m: against[m] for m in against if against[m]},
         "due": due,
         "slo": slo,
+        "served": served,
     }
