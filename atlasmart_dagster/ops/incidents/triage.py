@@ -26,6 +26,7 @@ from typing import Any
 
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC, QUALITY_WITHIN_THRESHOLDS, SOURCE_CONTRACT_CONFORMS
 from ...product.anomaly import ANOMALY_HELD, anomaly_reasons
+from ...product.dashboards import DEFAULT_DASHBOARDS, certified_connection, current, governed_values, tile_values
 from ...product.restatements import held_reason
 from ...product.slo import (
     AVAILABILITY,
@@ -154,6 +155,53 @@ def describe_served(findings: dict[str, Any]) -> str:
     return f"served version {versions} reads back as certified, its checks passed"
 
 
+def dashboard_findings(platform: Platform, dashboards: list[str], days: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each disputed dashboard against the governed metric, day by day: what it shows now and what its golden check said.
+
+    The comparison is the golden check's own (every tile that presents the
+    governed metric, from the certified consumer layer), computed now; the
+    newest recorded golden check result of the dashboard and day is quoted
+    beside it. ``{day: [{dashboard, matches, line, ...}]}``.
+    """
+    if not dashboards or not days:
+        return {}
+    golden = {}
+    for r in platform.ledger.checks.results(partitions=days):
+        if r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC and r["asset"] in dashboards:
+            golden[(r["asset"], r["partition"])] = r
+    out: dict[str, list[dict[str, Any]]] = {day: [] for day in days}
+    with certified_connection(platform) as con:
+        governed = governed_values(platform, con=con)
+        for asset in dashboards:
+            dashboard = current(platform.ledger, asset)
+            values = tile_values(platform, dashboard, con)
+            for day in days:
+                figure = governed.get(day)
+                recorded = golden.get((asset, day))
+                quoted = ("" if recorded is None else
+                          f"; its golden check of {recorded['recorded_at']} {'passed' if recorded['passed'] else 'failed'}")
+                if figure is None:
+                    line = (f"{day}: {asset} shows nothing of the day: the governed metric is not served for it"
+                            + quoted)
+                    out[day].append({"dashboard": asset, "matches": None, "line": line})
+                    continue
+                differs = [(t, values[t.key].get(day)) for t in dashboard.governed_tiles
+                           if values[t.key].get(day) != figure]
+                if differs:
+                    shown = ", ".join(f"{t.title} shows {'nothing' if v is None else format(v, 'f')}"
+                                      for t, v in differs)
+                    line = (f"{day}: {asset} (v{dashboard.version}): dashboard differs: {shown}, the governed metric is "
+                            f"{format(figure, 'f')}" + quoted)
+                else:
+                    line = (f"{day}: {asset} (v{dashboard.version}): dashboard matches the governed metric "
+                            f"({format(figure, 'f')})" + quoted)
+                out[day].append({"dashboard": asset, "matches": not differs, "line": line,
+                                 "governed": format(figure, "f"),
+                                 "shown": {t.key: format(values[t.key][day], "f") for t in dashboard.governed_tiles
+                                           if day in values[t.key]}})
+    return out
+
+
 def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
     ledger = platform.ledger
     now = platform.clock.now()
@@ -162,6 +210,8 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
     due: dict[str, dict[str, Any]] = {}
     slo: dict[str, dict[str, str]] = {}
     served: dict[str, str] = {}
+    disputed = sorted({s["asset"] for s in incident.signals if s.get("asset") in DEFAULT_DASHBOARDS})
+    dashboards = dashboard_findings(platform, disputed, incident.partitions)
     for partition in incident.partitions:
         served[partition] = describe_served(served_version_findings(platform, partition))
         certified = all(ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS)
@@ -231,6 +281,16 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
                     "while every pipeline check passed")
             else:
                 against[SEMANTIC].append(f"{partition}: a consumer figure disagrees, but the pipeline itself is failing")
+        golden_named = {r["asset"] for r in golden_failed}
+        for finding in dashboards.get(partition, []):
+            if finding["matches"]:
+                against[SEMANTIC].append(finding["line"])
+            elif finding["matches"] is None or finding["dashboard"] in golden_named:
+                continue  # nothing to compare, or the failed golden check above already says it
+            elif pipeline_green:
+                mechanisms[SEMANTIC].append(finding["line"] + ", while every pipeline check passed")
+            else:
+                against[SEMANTIC].append(finding["line"] + ", but the pipeline itself is failing")
 
         # 4. performance, and every other SLO objective of the day
         slo[partition] = _slo_evidence(platform, partition, pipeline_green, mechanisms, against)
@@ -259,4 +319,5 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
         "due": due,
         "slo": slo,
         "served": served,
+        "dashboards": {day: [f["line"] for f in found] for day, found in dashboards.items() if found},
     }
