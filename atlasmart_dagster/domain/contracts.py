@@ -171,6 +171,9 @@ class AnomalyBand:
 
     window_days: int = 28
     min_history: int = 7  # a week: every weekday of a seasonal week is in the band
+    # With this many days of the same weekday in the window, the low end is also at least their
+    # median / margin: a minority of small days (holidays, partial days) cannot widen the band.
+    min_weekday_history: int = 3
     low_quantile: float = 0.1
     high_quantile: float = 0.9
     margin: Mapping[str, float] = field(default_factory=_default_anomaly_margins)

@@ -186,10 +186,11 @@ class AnomalyVerdict:
 def _history_rows(platform: Platform, exclude: set[str]) -> list[dict]:
     """Profiles of the days consumers are served (the newest live certification of the governed metric)."""
     served = platform.ledger.partitions.served_map(METRIC_GROSS_REVENUE.name)
+    approved = _approved_anomaly_days(platform)
     rows = []
     for day, version in served.items():
-        if day in exclude:
-            continue
+        if day in exclude or day in approved:
+            continue  # a day its owner signed as an anomaly is no measure of a usual day
         found = version.certification.detail.get(PROFILE_KEY)
         if found is None and version.certification.controls is not None:
             # certified before profiles were recorded: the controls still count
@@ -197,6 +198,15 @@ def _history_rows(platform: Platform, exclude: set[str]) -> list[dict]:
         if found:
             rows.append({"day": day, **found})
     return rows
+
+
+def _approved_anomaly_days(platform: Platform) -> set[str]:
+    """Days whose figures their owner approved as an anomaly (``approve_anomaly``)."""
+    from .restatements import RESTATEMENT_APPROVALS  # local, as the other decisions read it
+
+    platform.ledger.engine.ensure(RESTATEMENT_APPROVALS)
+    return {r["partition"] for r in platform.ledger.engine.select(RESTATEMENT_APPROVALS)
+            if str(r["reason"]).startswith("anomaly approved:")}
 
 
 def _as_table(rows: list[dict]) -> pa.Table:
@@ -219,6 +229,9 @@ SELECT c.day::VARCHAR AS day, c.measure, c.value,
        quantile_cont(p.value, {lo}) FILTER (WHERE abs(p.day - c.day) <= {window}) AS q_lo,
        quantile_cont(p.value, 0.5) FILTER (WHERE abs(p.day - c.day) <= {window}) AS med,
        quantile_cont(p.value, {hi}) FILTER (WHERE abs(p.day - c.day) <= {window}) AS q_hi,
+       count(p.value) FILTER (WHERE abs(p.day - c.day) <= {window} AND (p.day - c.day) % 7 = 0) AS n_wd,
+       quantile_cont(p.value, 0.5) FILTER (WHERE abs(p.day - c.day) <= {window} AND (p.day - c.day) % 7 = 0)
+           AS med_wd,
        count(p.value) AS n_all, min(p.value) AS lowest, max(p.value) AS highest,
        quantile_cont(p.value, 0.5) AS med_all
 FROM cand c LEFT JOIN pool p ON p.measure = c.measure AND p.day <> c.day
@@ -236,6 +249,10 @@ def _breach(row: dict, band: AnomalyBand) -> Breach | None:
         else:
             margin = band.margin.get(measure, 1.5)
             low = row["q_lo"] / margin if row["q_lo"] > 0 else None
+            if (row["n_wd"] or 0) >= band.min_weekday_history and row["med_wd"] and row["med_wd"] > 0:
+                # Like with like: the same weekday's median, which a minority of small days
+                # (a holiday, a partial day) cannot drag down as they drag the low quantile.
+                low = max(low or 0.0, row["med_wd"] / margin)
             high = row["q_hi"] * margin if row["q_hi"] > 0 else None
         if (low is not None and value < low) or (high is not None and value > high):
             return Breach(measure, value, low, high, row["med"], row["n"], extreme=False)
