@@ -101,6 +101,11 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
                         print(f"  {mechanism}: {item}")
                 for day, due in t.get("due", {}).items():
                     print(f"  {day}: {due['state']} ({due['detail']})")
+                for day, served in t.get("served", {}).items():
+                    print(f"  {day}: {served}")
+                for lines in t.get("dashboards", {}).values():
+                    for line in lines:
+                        print(f"  {line}")
                 print(result["blast_radius"].render_text())
         elif action == "contain":
             assets = args.assets.split(",") if args.assets else None

@@ -171,12 +171,37 @@ class AnomalyBand:
 
     window_days: int = 28
     min_history: int = 7  # a week: every weekday of a seasonal week is in the band
+    # With this many days of the same weekday in the window, the low end is also at least their
+    # median / margin: a minority of small days (holidays, partial days) cannot widen the band.
+    min_weekday_history: int = 3
     low_quantile: float = 0.1
     high_quantile: float = 0.9
     margin: Mapping[str, float] = field(default_factory=_default_anomaly_margins)
     share_margin: float = 0.25
     extreme_factor: float = 10.0
     extreme_share_jump: float = 0.5
+
+
+@dataclass(frozen=True)
+class SequenceContinuity:
+    """How many ``source_seq`` numbers may go missing before a new day without its owner's word.
+
+    The ERP numbers every row version it emits, so the committed batches of
+    consecutive days carry consecutive numbers: a new day whose first number
+    lies more than ``max_gap`` numbers past the highest committed before it
+    (``product/batch_lifecycle.sequence_boundaries``) lost rows upstream,
+    however truthful its manifest. It is held like an anomaly, for its owner
+    to approve (the ERP skipped numbers on purpose) or for the late batch
+    that carries them. A gap is judged only where it can mean a loss: every
+    calendar day between it and the numbers before it delivered a batch
+    (else the numbers may be a day not loaded yet), and the history showed a
+    dense numbering, at least ``min_dense_days`` earlier day boundaries
+    within ``max_gap`` and most of them (a source that numbers sparsely says
+    nothing by a gap).
+    """
+
+    max_gap: int = 0
+    min_dense_days: int = 3
 
 
 @dataclass(frozen=True)
@@ -193,6 +218,7 @@ class SourceContract:
     quality: QualityThresholds = field(default_factory=QualityThresholds)
     restatement: RestatementTolerance = field(default_factory=RestatementTolerance)
     anomaly: AnomalyBand = field(default_factory=AnomalyBand)
+    sequence: SequenceContinuity = field(default_factory=SequenceContinuity)
 
     @property
     def source_fields(self) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -39,6 +39,9 @@ from ..store.platform import Platform
 from ..store.tables import METRIC_GROSS_REVENUE
 from ..store.warehouse import duckdb_connection
 from .contract_approvals import contract_of_day
+
+if TYPE_CHECKING:
+    from .batch_lifecycle import SeqGap
 
 ANOMALY_HELD = "anomaly held for the data owner's approval"
 ANOMALY_REJECTED = "anomaly rejected by the data owner"
@@ -143,35 +146,51 @@ class AnomalyVerdict:
     history: int
     breaches: list[Breach]
     note: str | None = None  # e.g. too little history for a band
+    gap: SeqGap | None = None  # source_seq numbers missing beyond the contract's tolerance
+    tolerance: int = 0
 
     @property
     def held(self) -> bool:
-        return bool(self.breaches)
+        return bool(self.breaches) or self.gap is not None
 
     def reason(self) -> str:
-        return f"{ANOMALY_HELD}: " + "; ".join(b.describe() for b in self.breaches)
+        parts = ([self.gap.describe(self.tolerance)] if self.gap else []) + [b.describe() for b in self.breaches]
+        return f"{ANOMALY_HELD}: " + "; ".join(parts)
 
     def consumer_summary(self) -> str:
-        lead = self.breaches[0].consumer_words(self.partition)
+        if not self.breaches:
+            weekday = date.fromisoformat(self.partition).strftime("%A")
+            lead = (f"{self.partition} ({weekday}) may be incomplete: {self.gap.missing} order line "
+                    f"record{'s' if self.gap.missing != 1 else ''} the source numbered before it never arrived")
+        else:
+            lead = self.breaches[0].consumer_words(self.partition)
         return f"{lead}; held for the data owner"
 
     def to_json(self) -> dict[str, Any]:
-        lead = self.breaches[0]
-        unit = " USD" if lead.measure.endswith("_usd") else ""
-        return {"history_days": self.history, "breaches": [b.to_json() for b in self.breaches],
-                "summary": self.consumer_summary(),
-                # the lead figure in consumer words, for notices
-                "observed": f"{MEASURE_WORDS[lead.measure]} {lead.figure(lead.value)}{unit}",
-                "usual": f"{MEASURE_WORDS[lead.measure]} about {lead.figure(lead.median)}{unit}"}
+        out: dict[str, Any] = {"history_days": self.history, "breaches": [b.to_json() for b in self.breaches],
+                               "summary": self.consumer_summary()}
+        if self.gap is not None:
+            out["sequence_gap"] = {**self.gap.to_json(), "tolerance": self.tolerance}
+        if self.breaches:
+            lead = self.breaches[0]
+            unit = " USD" if lead.measure.endswith("_usd") else ""
+            # the lead figure in consumer words, for notices
+            out["observed"] = f"{MEASURE_WORDS[lead.measure]} {lead.figure(lead.value)}{unit}"
+            out["usual"] = f"{MEASURE_WORDS[lead.measure]} about {lead.figure(lead.median)}{unit}"
+        else:
+            out["observed"] = f"order line records numbered from {self.gap.after.low}"
+            out["usual"] = f"numbering continuing from {self.gap.low}"
+        return out
 
 
 def _history_rows(platform: Platform, exclude: set[str]) -> list[dict]:
     """Profiles of the days consumers are served (the newest live certification of the governed metric)."""
     served = platform.ledger.partitions.served_map(METRIC_GROSS_REVENUE.name)
+    approved = _approved_anomaly_days(platform)
     rows = []
     for day, version in served.items():
-        if day in exclude:
-            continue
+        if day in exclude or day in approved:
+            continue  # a day its owner signed as an anomaly is no measure of a usual day
         found = version.certification.detail.get(PROFILE_KEY)
         if found is None and version.certification.controls is not None:
             # certified before profiles were recorded: the controls still count
@@ -179,6 +198,15 @@ def _history_rows(platform: Platform, exclude: set[str]) -> list[dict]:
         if found:
             rows.append({"day": day, **found})
     return rows
+
+
+def _approved_anomaly_days(platform: Platform) -> set[str]:
+    """Days whose figures their owner approved as an anomaly (``approve_anomaly``)."""
+    from .restatements import RESTATEMENT_APPROVALS  # local, as the other decisions read it
+
+    platform.ledger.engine.ensure(RESTATEMENT_APPROVALS)
+    return {r["partition"] for r in platform.ledger.engine.select(RESTATEMENT_APPROVALS)
+            if str(r["reason"]).startswith("anomaly approved:")}
 
 
 def _as_table(rows: list[dict]) -> pa.Table:
@@ -201,6 +229,9 @@ SELECT c.day::VARCHAR AS day, c.measure, c.value,
        quantile_cont(p.value, {lo}) FILTER (WHERE abs(p.day - c.day) <= {window}) AS q_lo,
        quantile_cont(p.value, 0.5) FILTER (WHERE abs(p.day - c.day) <= {window}) AS med,
        quantile_cont(p.value, {hi}) FILTER (WHERE abs(p.day - c.day) <= {window}) AS q_hi,
+       count(p.value) FILTER (WHERE abs(p.day - c.day) <= {window} AND (p.day - c.day) % 7 = 0) AS n_wd,
+       quantile_cont(p.value, 0.5) FILTER (WHERE abs(p.day - c.day) <= {window} AND (p.day - c.day) % 7 = 0)
+           AS med_wd,
        count(p.value) AS n_all, min(p.value) AS lowest, max(p.value) AS highest,
        quantile_cont(p.value, 0.5) AS med_all
 FROM cand c LEFT JOIN pool p ON p.measure = c.measure AND p.day <> c.day
@@ -218,6 +249,10 @@ def _breach(row: dict, band: AnomalyBand) -> Breach | None:
         else:
             margin = band.margin.get(measure, 1.5)
             low = row["q_lo"] / margin if row["q_lo"] > 0 else None
+            if (row["n_wd"] or 0) >= band.min_weekday_history and row["med_wd"] and row["med_wd"] > 0:
+                # Like with like: the same weekday's median, which a minority of small days
+                # (a holiday, a partial day) cannot drag down as they drag the low quantile.
+                low = max(low or 0.0, row["med_wd"] / margin)
             high = row["q_hi"] * margin if row["q_hi"] > 0 else None
         if (low is not None and value < low) or (high is not None and value > high):
             return Breach(measure, value, low, high, row["med"], row["n"], extreme=False)
@@ -250,7 +285,31 @@ def judge(platform: Platform, candidates: Mapping[str, dict]) -> dict[str, Anoma
         pool_rows = _as_table([{"day": d, **candidates[d]} for d in others])
         verdicts.update(_judge_group(history, pool_rows, {d: candidates[d] for d in group},
                                      contracts[group[0]].anomaly))
+    _judge_sequence(platform, verdicts, contracts)
     return verdicts
+
+
+def _judge_sequence(platform: Platform, verdicts: dict[str, AnomalyVerdict], contracts: Mapping[str, Any]) -> None:
+    """Hold each day whose source_seq gap exceeds its contract's tolerance; say when a gap it was held for closed."""
+    from .batch_lifecycle import covering_batches, held_gap, sequence_boundaries  # local, as in reject_anomaly
+
+    days = sorted(verdicts)
+    boundaries = sequence_boundaries(platform.ledger)
+    states = platform.ledger.partitions.states(days, [METRIC_GROSS_REVENUE.name])
+    for day in days:
+        verdict, rule = verdicts[day], contracts[day].sequence
+        gap = held_gap(boundaries, day, rule.max_gap, rule.min_dense_days)
+        if gap is not None:
+            verdict.gap, verdict.tolerance = gap, rule.max_gap
+            verdict.note = None
+            continue
+        held_for = [r.detail["anomaly"]["sequence_gap"] for r in states.get(METRIC_GROSS_REVENUE.name, day).refusals
+                    if (r.detail.get("anomaly") or {}).get("sequence_gap")]
+        if held_for and not verdict.held:
+            was = held_for[-1]
+            closed = (f"source_seq gap {was['low']}..{was['high']} closed: delivered by batch "
+                      f"{', '.join(covering_batches(platform.ledger, was['low'], was['high'])) or '-'}")
+            verdict.note = f"{closed}; {verdict.note}" if verdict.note else closed
 
 
 def _judge_group(history: pa.Table, others: pa.Table, candidates: Mapping[str, dict],

@@ -19,7 +19,8 @@ batches), nor do retired ones.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timedelta
+from typing import Any, Iterable
 
 from ..errors import AtlasmartError
 from ..store.clock import format_ts
@@ -98,6 +99,109 @@ def sequence_regression(ledger: Ledger, claim: SeqRange, pending: tuple[SeqRange
     """Why ``claim`` may not be accepted (it overlaps the committed range of another day's batch), or None."""
     found = overlapping_batches(ledger, claim, pending)
     return describe_regression(claim, found) if found else None
+
+
+@dataclass(frozen=True)
+class SeqGap:
+    """Numbers ``low..high`` no accepted batch carries, between the committed batch ``before`` and the day's ``after``."""
+
+    partition: str
+    low: int
+    high: int
+    before: SeqRange
+    after: SeqRange
+
+    @property
+    def missing(self) -> int:
+        return self.high - self.low + 1
+
+    def __str__(self) -> str:
+        return f"source_seq {self.low}..{self.high} missing"
+
+    def describe(self, tolerance: int) -> str:
+        """``source_seq 209..229 missing (21 numbers between batch ... and batch ...; the contract tolerates 0)``."""
+        return (f"{self} ({self.missing} number{'s' if self.missing != 1 else ''} between {self.before} and "
+                f"{self.after}; the contract tolerates {tolerance})")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"low": self.low, "high": self.high, "missing": self.missing, "after_batch": self.before.batch_id,
+                "after_day": self.before.partition, "before_batch": self.after.batch_id}
+
+
+def _accepted_ranges(ledger: Ledger) -> tuple[list[SeqRange], set[str]]:
+    """The source_seq ranges of every accepted batch with rows, and the days that have any accepted batch."""
+    retired = retired_batches(ledger)
+    accepted = [r for r in ledger.batches.list() if r["batch_id"] not in retired]
+    ranges = [SeqRange(r["batch_id"], r["partition"], r["source_seq_low"], r["source_seq_high"])
+              for r in accepted if r["expected_rows"] > 0]
+    return ranges, {r["partition"] for r in accepted}
+
+
+def _uncovered(low: int, high: int, ranges: Iterable[SeqRange]) -> tuple[int, int] | None:
+    """The first and last number of ``low..high`` that none of ``ranges`` carries (None: all carried)."""
+    missing = [(low, high)]
+    for r in ranges:
+        missing = [piece for a, b in missing
+                   for piece in ((a, min(b, r.low - 1)), (max(a, r.high + 1), b)) if piece[0] <= piece[1]]
+    return (missing[0][0], missing[-1][1]) if missing else None
+
+
+def sequence_boundaries(ledger: Ledger) -> dict[str, SeqGap | None]:
+    """Per day whose numbers can be held against the days before it: the gap before its first number (None: none).
+
+    The gap runs from the highest number an earlier day's accepted batch
+    carries below the day's first number to that first number; numbers any
+    accepted batch carries (a late batch of either day) close it. A day is
+    left out when nothing was committed before it, or when a calendar day in
+    between has no accepted batch (the numbers may be that day's, not
+    delivered yet). One query over the batch ledger.
+    """
+    ranges, delivered = _accepted_ranges(ledger)
+    out: dict[str, SeqGap | None] = {}
+    for day in sorted({r.partition for r in ranges}):
+        own = [r for r in ranges if r.partition == day]
+        first = min(own, key=lambda r: (r.low, r.batch_id))
+        before = [r for r in ranges if r.partition < day and r.high < first.low]
+        if not before:
+            continue
+        previous = max(before, key=lambda r: (r.high, r.partition, r.batch_id))
+        between = date.fromisoformat(previous.partition) + timedelta(days=1)
+        if any((between + timedelta(days=i)).isoformat() not in delivered
+               for i in range((date.fromisoformat(day) - between).days)):
+            continue
+        found = _uncovered(previous.high + 1, first.low - 1, ranges)
+        out[day] = SeqGap(day, found[0], found[1], previous, first) if found else None
+    return out
+
+
+def held_gap(boundaries: dict[str, SeqGap | None], day: str, max_gap: int, min_dense: int) -> SeqGap | None:
+    """The gap before ``day`` when it exceeds ``max_gap`` and the days before showed a dense numbering.
+
+    Dense: at least ``min_dense`` of the earlier day boundaries are within
+    ``max_gap``, and they are most of them. A source that numbers sparsely
+    (its days never follow on) says nothing by a gap; one that always
+    followed on and suddenly skips lost rows.
+    """
+    gap = boundaries.get(day)
+    if gap is None or gap.missing <= max_gap:
+        return None
+    earlier = [g for d, g in boundaries.items() if d < day]
+    dense = sum(1 for g in earlier if g is None or g.missing <= max_gap)
+    return gap if dense >= min_dense and dense * 2 > len(earlier) else None
+
+
+def sequence_gaps(ledger: Ledger, days: Iterable[str], max_gap: int = 0, min_dense: int = 3) -> dict[str, SeqGap]:
+    """Per day, the source_seq gap before it that a ``SequenceContinuity`` of ``max_gap``/``min_dense`` holds."""
+    boundaries = sequence_boundaries(ledger)
+    found = {day: held_gap(boundaries, day, max_gap, min_dense) for day in days}
+    return {day: gap for day, gap in found.items() if gap is not None}
+
+
+def covering_batches(ledger: Ledger, low: int, high: int) -> list[str]:
+    """Accepted batches whose source_seq range meets ``low..high`` (what closed a gap)."""
+    ranges, _ = _accepted_ranges(ledger)
+    probe = SeqRange("", "", low, high)
+    return sorted(r.batch_id for r in ranges if r.meets(probe))
 
 
 class BatchDecisionError(AtlasmartError):

@@ -136,7 +136,7 @@ def test_event_times_shifted_to_the_next_day_are_held_though_sales_date_is_right
 
 
 def test_a_day_like_the_others_certifies_and_records_its_profile(sample):
-    land(sample, NEXT_DAY, day_rows(NEXT_DAY, 2, 300))
+    land(sample, NEXT_DAY, day_rows(NEXT_DAY, 2, 209))  # numbered on from the sample's 208: no gap
     assert run_chain(sample.defs, sample.instance, sample.platform, [NEXT_DAY], lane="current").certified == [NEXT_DAY]
     certification = sample.platform.ledger.partitions.served(METRIC_GROSS_REVENUE.name, NEXT_DAY).certification
     assert certification.detail[PROFILE_KEY]["event_day_drift_share"] == 0.0
@@ -218,7 +218,7 @@ def test_a_rejected_day_serves_nothing_and_a_corrected_delivery_certifies(sample
     status = partition_status(sample.platform, NEXT_DAY)
     assert status.state == "DELAYED" and "rejected" in status.detail and "corrected delivery" in status.detail
     assert sample.platform.raw_store.batches(NEXT_DAY)  # the rejected bytes stay as evidence
-    land(sample, NEXT_DAY, day_rows(NEXT_DAY, 3, 310), batch=2)
+    land(sample, NEXT_DAY, day_rows(NEXT_DAY, 3, 209), batch=2)  # the re-send numbers on from 208: no gap
     assert run_chain(sample.defs, sample.instance, sample.platform, [NEXT_DAY], lane="current").certified == [NEXT_DAY]
 
 

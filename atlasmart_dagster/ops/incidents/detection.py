@@ -162,15 +162,21 @@ def _anomaly_signals(platform: Platform) -> list[dict[str, Any]]:
         seen.add(key)
         anomaly = event.detail.get("anomaly") or {}
         breaches = anomaly.get("breaches", [])
+        gap = anomaly.get("sequence_gap")
+        observed = {b["measure"]: b["value"] for b in breaches}
+        expected = {b["measure"]: (f"{b['low']}..{b['high']} (median {b['median']} of {b['history_days']} days)"
+                                   if not b["extreme"] else f"no extreme jump against every certified day (median "
+                                                            f"{b['median']})") for b in breaches}
+        if gap:
+            observed["source_seq_missing"] = f"{gap['low']}..{gap['high']}"
+            expected["source_seq_missing"] = f"at most {gap['tolerance']} numbers missing"
         signals.append({
             "key": key,
             "kind": "anomaly_held",
             "partition": event.partition,
             "run_id": event.run_id,
-            "observed": {b["measure"]: b["value"] for b in breaches},
-            "expected": {b["measure"]: (f"{b['low']}..{b['high']} (median {b['median']} of {b['history_days']} days)"
-                                        if not b["extreme"] else f"no extreme jump against every certified day (median "
-                                                                 f"{b['median']})") for b in breaches},
+            "observed": observed,
+            "expected": expected,
             "summary": anomaly.get("summary"),
             "consumer_figures": {"observed": anomaly.get("observed"), "usual": anomaly.get("usual")},
             "detail": f"{event.partition}: {reason}",

@@ -26,6 +26,7 @@ from typing import Any
 
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC, QUALITY_WITHIN_THRESHOLDS, SOURCE_CONTRACT_CONFORMS
 from ...product.anomaly import ANOMALY_HELD, anomaly_reasons
+from ...product.dashboards import DEFAULT_DASHBOARDS, certified_connection, current, governed_values, tile_values
 from ...product.restatements import held_reason
 from ...product.slo import (
     AVAILABILITY,
@@ -41,7 +42,8 @@ from ...product.slo import (
 from ...store.clock import format_ts, minutes_between, parse_ts
 from ...store.ledger.partition_states import BLOCKED_UPSTREAM, CERTIFIED
 from ...store.platform import Platform
-from ...store.tables import CERTIFIED_ASSETS
+from ...product.published_controls import controls_of, fingerprints_of
+from ...store.tables import CERTIFIED_ASSETS, METRIC_GROSS_REVENUE, TABLES_BY_NAME
 from .incident_records import Incident
 
 SOURCE, PIPELINE, SEMANTIC, PERFORMANCE, UNKNOWN = (
@@ -106,6 +108,100 @@ def _slo_evidence(platform: Platform, partition: str, pipeline_green: bool, mech
     return {o: results[o].describe() for o in OBJECTIVES if o in results}
 
 
+def served_version_findings(platform: Platform, day: str) -> dict[str, Any]:
+    """What triage finds about the version consumers are served for ``day``, product by product.
+
+    Each served certification is read back at its snapshot and held against
+    what was certified (fingerprint, and controls where the product carries
+    them), and the blocking checks of the run that certified it are looked
+    up. ``wrong`` lists every way the served figures are not what was
+    certified; empty, the served version is what its checks passed.
+    """
+    states = platform.ledger.partitions.states([day], CERTIFIED_ASSETS)
+    served, wrong = {}, []
+    for asset in CERTIFIED_ASSETS:
+        version = states.served(asset, day)
+        if version is None:
+            continue
+        cert = version.certification
+        served[asset] = version.version
+        spec = TABLES_BY_NAME[asset]
+        try:
+            fingerprint = fingerprints_of(platform.warehouse, spec, [day], cert.snapshot_id)[day]
+            controls = (controls_of(platform.warehouse, spec, [day], cert.snapshot_id)[day]
+                        if spec != METRIC_GROSS_REVENUE and cert.controls is not None else None)
+        except Exception as exc:  # noqa: BLE001 - a served version that cannot be read back is wrong for consumers
+            wrong.append(f"{asset} v{version.version} cannot be read back: {exc}")
+            continue
+        if controls is not None and controls != cert.controls:
+            wrong.append(f"{asset} v{version.version} reads {controls}, certified {cert.controls}")
+        elif fingerprint != cert.fingerprint:
+            wrong.append(f"{asset} v{version.version} rows differ from the certified rows (fingerprint)")
+        failed = sorted({f"{r['asset']}:{r['check_name']}" for r in platform.ledger.checks.results(
+            run_id=cert.run_id, partition=day) if r["blocking"] and not r["passed"]})
+        if failed:
+            wrong.append(f"{asset} v{version.version} was certified by run {cert.run_id}, whose checks failed: "
+                         + ", ".join(failed))
+    return {"served": served, "wrong": wrong}
+
+
+def describe_served(findings: dict[str, Any]) -> str:
+    """One line: what the served version of a day is, and whether triage found its figures wrong."""
+    if not findings["served"]:
+        return "nothing is served"
+    versions = "/".join(str(v) for v in sorted(set(findings["served"].values())))
+    if findings["wrong"]:
+        return f"served version {versions} is wrong: " + "; ".join(findings["wrong"])
+    return f"served version {versions} reads back as certified, its checks passed"
+
+
+def dashboard_findings(platform: Platform, dashboards: list[str], days: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each disputed dashboard against the governed metric, day by day: what it shows now and what its golden check said.
+
+    The comparison is the golden check's own (every tile that presents the
+    governed metric, from the certified consumer layer), computed now; the
+    newest recorded golden check result of the dashboard and day is quoted
+    beside it. ``{day: [{dashboard, matches, line, ...}]}``.
+    """
+    if not dashboards or not days:
+        return {}
+    golden = {}
+    for r in platform.ledger.checks.results(partitions=days):
+        if r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC and r["asset"] in dashboards:
+            golden[(r["asset"], r["partition"])] = r
+    out: dict[str, list[dict[str, Any]]] = {day: [] for day in days}
+    with certified_connection(platform) as con:
+        governed = governed_values(platform, con=con)
+        for asset in dashboards:
+            dashboard = current(platform.ledger, asset)
+            values = tile_values(platform, dashboard, con)
+            for day in days:
+                figure = governed.get(day)
+                recorded = golden.get((asset, day))
+                quoted = ("" if recorded is None else
+                          f"; its golden check of {recorded['recorded_at']} {'passed' if recorded['passed'] else 'failed'}")
+                if figure is None:
+                    line = (f"{day}: {asset} shows nothing of the day: the governed metric is not served for it"
+                            + quoted)
+                    out[day].append({"dashboard": asset, "matches": None, "line": line})
+                    continue
+                differs = [(t, values[t.key].get(day)) for t in dashboard.governed_tiles
+                           if values[t.key].get(day) != figure]
+                if differs:
+                    shown = ", ".join(f"{t.title} shows {'nothing' if v is None else format(v, 'f')}"
+                                      for t, v in differs)
+                    line = (f"{day}: {asset} (v{dashboard.version}): dashboard differs: {shown}, the governed metric is "
+                            f"{format(figure, 'f')}" + quoted)
+                else:
+                    line = (f"{day}: {asset} (v{dashboard.version}): dashboard matches the governed metric "
+                            f"({format(figure, 'f')})" + quoted)
+                out[day].append({"dashboard": asset, "matches": not differs, "line": line,
+                                 "governed": format(figure, "f"),
+                                 "shown": {t.key: format(values[t.key][day], "f") for t in dashboard.governed_tiles
+                                           if day in values[t.key]}})
+    return out
+
+
 def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
     ledger = platform.ledger
     now = platform.clock.now()
@@ -113,7 +209,11 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
     against: dict[str, list[str]] = {m: [] for m in mechanisms}
     due: dict[str, dict[str, Any]] = {}
     slo: dict[str, dict[str, str]] = {}
+    served: dict[str, str] = {}
+    disputed = sorted({s["asset"] for s in incident.signals if s.get("asset") in DEFAULT_DASHBOARDS})
+    dashboards = dashboard_findings(platform, disputed, incident.partitions)
     for partition in incident.partitions:
+        served[partition] = describe_served(served_version_findings(platform, partition))
         certified = all(ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS)
         due[partition] = due_state(partition, now, certified)
         # the source is expected from its schedule plus the grace a healthy day needs (ready 08:04)
@@ -181,6 +281,16 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
                     "while every pipeline check passed")
             else:
                 against[SEMANTIC].append(f"{partition}: a consumer figure disagrees, but the pipeline itself is failing")
+        golden_named = {r["asset"] for r in golden_failed}
+        for finding in dashboards.get(partition, []):
+            if finding["matches"]:
+                against[SEMANTIC].append(finding["line"])
+            elif finding["matches"] is None or finding["dashboard"] in golden_named:
+                continue  # nothing to compare, or the failed golden check above already says it
+            elif pipeline_green:
+                mechanisms[SEMANTIC].append(finding["line"] + ", while every pipeline check passed")
+            else:
+                against[SEMANTIC].append(finding["line"] + ", but the pipeline itself is failing")
 
         # 4. performance, and every other SLO objective of the day
         slo[partition] = _slo_evidence(platform, partition, pipeline_green, mechanisms, against)
@@ -208,4 +318,6 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
         "against": {m: against[m] for m in against if against[m]},
         "due": due,
         "slo": slo,
+        "served": served,
+        "dashboards": {day: [f["line"] for f in found] for day, found in dashboards.items() if found},
     }

@@ -63,9 +63,10 @@ from .incident_records import (
     IncidentStore,
 )
 from .notices import build_notice, to_markdown
-from .triage import SEMANTIC, classify
+from .triage import SEMANTIC, classify, served_version_findings
 
 NOTICE_STAGES = ("initial", "update", "resolved")
+CONSUMER_REPORT = "consumer_report"
 
 
 @dataclass
@@ -379,27 +380,51 @@ class IncidentWorkflow:
 def _keeps_serving(platform: Platform, incident: Incident, day: str) -> str | None:
     """Why containment keeps serving ``day``'s certified version, or None when that version is itself in doubt.
 
-    The served version is the last known good one when every signal of the
-    incident for the day names a run that built (or tried to build) newer data
-    of the day and that nothing of the run was ever certified: the suspect is
-    that run's data, held, refused or failed, not what consumers read. A
-    signal without a run (a consumer report), a run that built nothing of the
-    day (checks run over the stored tables) or a run some certification came
-    from leaves the served version in doubt, and it is withdrawn.
+    The served version is the last known good one when every data signal of
+    the incident for the day names a run that built (or tried to build) newer
+    data of the day and that nothing of the run was ever certified: the
+    suspect is that run's data, held, refused or failed, not what consumers
+    read. A data signal without a run, a run that built nothing of the day
+    (checks run over the stored tables) or a run some certification came from
+    leaves the served version in doubt, and it is withdrawn.
+
+    A consumer report is a signal about what consumers see, not data evidence.
+    Alone, it is the only word on the day and the served version is in doubt.
+    Beside data evidence that explains it, it puts the served version in doubt
+    only when it disputes the served figures and triage finds them wrong
+    (``served_version_findings``): it is never a reason to withdraw by being there.
     """
     signals = [s for s in incident.signals if s.get("partition") == day]
-    if not signals:
+    reports = [s for s in signals if s["kind"] == CONSUMER_REPORT]
+    data = [s for s in signals if s["kind"] != CONSUMER_REPORT]
+    if not data:
         return None
     events = platform.ledger.partitions.events(partition=day)
     certified_runs = {e.run_id for e in events if e.state == CERTIFIED}
     candidate_runs = {e.run_id for e in events
                       if e.asset in DAILY_CHAIN and e.state in (BUILT, CERTIFICATION_REFUSED, BLOCKED_UPSTREAM)}
     candidate_runs |= {p["run_id"] for p in platform.ledger.runs.phases(partition=day)}
-    runs = {s.get("run_id") for s in signals}
+    runs = {s.get("run_id") for s in data}
     if None in runs or runs - candidate_runs or runs & certified_runs:
         return None
-    suspects = sorted({_SUSPECT_WORDS.get(s["kind"], "newer data") for s in signals})
-    return f"the suspect {' and '.join(suspects)} was never certified"
+    suspects = sorted({_SUSPECT_WORDS.get(s["kind"], "newer data") for s in data})
+    because = f"the suspect {' and '.join(suspects)} was never certified"
+    disputing = [r for r in reports if _disputes_served(r)]
+    if disputing:
+        wrong = served_version_findings(platform, day)["wrong"]
+        if wrong:
+            return None
+        because += ("; the consumer report disputes figures triage finds as certified"
+                    if len(disputing) == 1 else "; the consumer reports dispute figures triage finds as certified")
+    elif reports:
+        because += "; the consumer report names no served figure"
+    return because
+
+
+def _disputes_served(report: dict[str, Any]) -> bool:
+    """A report about what consumers read of its day: the whole day, a certified product or a dashboard."""
+    asset = report.get("asset")
+    return asset is None or asset in CERTIFIED_ASSETS or asset in DEFAULT_DASHBOARDS
 
 
 # What a signal says the never-certified suspect data is (contain's "kept" lines).
