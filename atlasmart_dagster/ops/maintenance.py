@@ -8,7 +8,8 @@ certifications by snapshot, the certification gate and ``verify`` re-read
 the fact, aggregate and metric versions a served certification was built
 on, every version a day was ever certified at stays readable (a restated
 day's earlier figures: ``atlasmart controls --version``), and an open
-incident keeps the versions it withdrew as evidence. Those are protected, with the newest ``keep_last`` snapshots of every table;
+incident keeps the versions it withdrew as evidence. Those are protected, with every ref's snapshot (the
+``certified`` branch head and the version tags, ``product/certified_branch.py``) and the newest ``keep_last`` snapshots of every table;
 everything else is expired. Files referenced by no remaining snapshot (and
 older than an hour, so an in-flight write is never touched) can then be
 deleted: in the table's data folder, or under its data prefix on an object
@@ -73,6 +74,10 @@ def expire_snapshots(platform: Platform, keep_last: int = 20) -> dict[str, Any]:
         snapshots = sorted(table.snapshots(), key=lambda s: s.sequence_number)
         keep = {s.snapshot_id for s in snapshots[-keep_last:]} | protected[spec.name]
         keep.add(table.current_snapshot().snapshot_id)
+        # Every ref's snapshot: the head of the ``certified`` branch (what any engine is served now) and each
+        # ``certified-<day>-v<n>`` tag. The branch's older commits may go: the files its head shares with main
+        # stay referenced by it (``reachable_files``), so no orphan sweep removes them.
+        keep |= {ref.snapshot_id for ref in table.metadata.refs.values()}
         expire = [s.snapshot_id for s in snapshots if s.snapshot_id not in keep]
         if expire:
             table.maintenance.expire_snapshots().by_ids(expire).commit()

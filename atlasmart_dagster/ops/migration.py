@@ -474,7 +474,12 @@ def _stage_table(name: str, location: str, places: _Locations, seen: dict[str, l
 
 def _check_table(name: str, source_location: str, target_location: str, places: _Locations,
                  seen: dict[str, list[str]], target: AtlasmartHome) -> None:
-    """The copied table has the source's snapshots, each with the same data files, all present."""
+    """The copied table has the source's snapshots, each with the same data files, all present, and its refs.
+
+    The refs (the ``certified`` branch every engine reads, the version tags)
+    and the table properties (the branch's index) are carried by the
+    metadata JSON as they are: they name snapshot ids, which do not move.
+    """
     properties = target.object_root.iceberg_properties() if target.object_root else {}
     source, copy = StaticTable.from_metadata(source_location), StaticTable.from_metadata(target_location, properties)
 
@@ -484,8 +489,11 @@ def _check_table(name: str, source_location: str, target_location: str, places: 
     copied, original = shape(copy), shape(source)
     relative = {i: [places.relative(f, places.new) for f in files] for i, files in copied.items()}
     if relative != {i: [places.relative(f) for f in files] for i, files in original.items()} or (
-            copy.metadata.current_snapshot_id != source.metadata.current_snapshot_id):
-        raise MigrationError(f"table {name}: the copy does not have the source's snapshots and files; nothing was changed")
+            copy.metadata.current_snapshot_id != source.metadata.current_snapshot_id) or (
+            {n: r.snapshot_id for n, r in copy.metadata.refs.items()}
+            != {n: r.snapshot_id for n, r in source.metadata.refs.items()}):
+        raise MigrationError(f"table {name}: the copy does not have the source's snapshots, files and refs; nothing was "
+                             f"changed")
     present = target.objects.exists if target.objects is not None else (
         lambda uri: Path(uri.removeprefix(_FILE)).is_file())
     missing = sorted({f for files in copied.values() for f in files if not present(f)})

@@ -11,6 +11,10 @@ once a run has ended. Each step is its own module and is only called here:
    shows the recorded results as check evaluations);
 3. dashboard days whose golden cross-check passed in the run are certified
    (``dashboard_certification.py``).
+
+After the gate has decided, the ``certified`` Iceberg branch of every
+certified table is brought in line with what is served now
+(``certified_branch.py``): the ledger decides first, the branch follows.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from ..store.ledger.partition_states import PartitionEvent
 from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS
 from .certification_gate import GateDecision, certify_builds
+from .certified_branch import converge
 from .dashboard_certification import certify_dashboards
 from .slo import SloResult, record_first_delivery
 
@@ -52,6 +57,7 @@ def certify_and_deliver(
 ) -> list[GateDecision]:
     """The gate on ``builds``, then the delivery of every day it certified whole."""
     decisions = certify_builds(platform, builds, run_succeeded, actor)
+    converge(platform)
     deliver(platform, builds, decisions, platform.clock.now())
     return decisions
 

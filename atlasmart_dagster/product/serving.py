@@ -40,6 +40,7 @@ from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS, RAW_ORDER_LINES, TABLES_BY_NAME
 from ..store.warehouse import duckdb_connection
 from .anomaly import ANOMALY_HELD, anomaly_reasons
+from .certified_branch import Target, branch_agrees, served_index
 from .restatements import held_reasons
 from .slo import SloResult, due_at, latest_results
 
@@ -210,17 +211,30 @@ def _read_days_at(platform: Platform, spec, by_snapshot: dict[int, list[str]]) -
     return pa.concat_tables(parts).sort_by([(c, "ascending") for c in spec.grain])
 
 
+def _read_served(platform: Platform, target: Target, by_snapshot: dict[int, list[str]], states: DayStates) -> pa.Table:
+    """The served days of ``by_snapshot``: from the ``certified`` branch when it holds exactly them, else each
+    group of days at its own snapshot (a branch behind the ledger is never read)."""
+    days = sorted(d for group in by_snapshot.values() for d in group)
+    readable = days and None not in by_snapshot  # a certification that names no snapshot is not on the branch
+    head = branch_agrees(platform, target.spec, served_index(states, target), days) if readable else None
+    return _read_days_at(platform, target.spec, {head: days} if head is not None else by_snapshot)
+
+
 def read_certified(
     platform: Platform, asset: str, partitions: Sequence[str] | None = None, states: DayStates | None = None
 ) -> pa.Table:
-    """Rows of ``asset`` as consumers see them: each partition at its served certified snapshot."""
+    """Rows of ``asset`` as consumers see them: each partition at its served certified snapshot.
+
+    Read from the ``certified`` branch (one scan plan) when its index is the
+    served state of those days, which is what any other engine reads too.
+    """
     states = states if states is not None else platform.ledger.partitions.states(partitions, [asset])
     served = states.served_map(asset)
     by_snapshot: dict[int, list[str]] = {}
     for partition, version in served.items():
         if partitions is None or partition in partitions:
             by_snapshot.setdefault(version.certification.snapshot_id, []).append(partition)
-    return _read_days_at(platform, TABLES_BY_NAME[asset], by_snapshot)
+    return _read_served(platform, Target(TABLES_BY_NAME[asset], asset), by_snapshot, states)
 
 
 def read_certified_through(platform: Platform, relation: str, product: str, states: DayStates | None = None) -> pa.Table:
@@ -229,7 +243,8 @@ def read_certified_through(platform: Platform, relation: str, product: str, stat
 
     The certification gate pins, for each certified product, the newest build of
     the chain below it up to the product's own build; that build is read here
-    (and ``maintenance`` keeps its snapshot).
+    (and ``maintenance`` keeps its snapshot), from the ``certified`` branch when
+    it was published through the same product and holds exactly those days.
     """
     states = states if states is not None else platform.ledger.partitions.states(None, [relation, product])
     by_snapshot: dict[int, list[str]] = {}
@@ -237,7 +252,7 @@ def read_certified_through(platform: Platform, relation: str, product: str, stat
         pinned = states.pinned_build(relation, served.certification)
         if pinned is not None and pinned.snapshot_id is not None:
             by_snapshot.setdefault(pinned.snapshot_id, []).append(day)
-    return _read_days_at(platform, TABLES_BY_NAME[relation], by_snapshot)
+    return _read_served(platform, Target(TABLES_BY_NAME[relation], product), by_snapshot, states)
 
 
 def register_certified(con: duckdb.DuckDBPyConnection, platform: Platform) -> None:

@@ -39,6 +39,7 @@ from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError, ValidationException
 from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In, LessThanOrEqual
 from pyiceberg.table import Table, TableProperties
+from pyiceberg.table.update.snapshot import ManageSnapshots
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 
@@ -499,6 +500,112 @@ class Warehouse:
             for hook in COMMIT_HOOKS:
                 hook(self.home, spec.name)
         return table.current_snapshot().snapshot_id
+
+    # -- refs -------------------------------------------------------------
+    def ref_snapshot_id(self, spec: TableSpec, ref: str) -> int | None:
+        """The snapshot a branch or tag of the table points at (None: no table, or no such ref)."""
+        table = self.existing(spec)
+        found = table.metadata.refs.get(ref) if table is not None else None
+        return found.snapshot_id if found is not None else None
+
+    def ref_state(self, spec: TableSpec, ref: str, key: str) -> tuple[int | None, str | None]:
+        """A ref's snapshot id and a table property, read from one version of the metadata (they commit together)."""
+        table = self.existing(spec)
+        if table is None:
+            return None, None
+        found = table.metadata.refs.get(ref)
+        return (found.snapshot_id if found is not None else None), table.metadata.properties.get(key)
+
+    def publish_branch(
+        self,
+        spec: TableSpec,
+        branch: str,
+        sources: dict[str, int | None],
+        *,
+        table_properties: dict[str, str],
+        snapshot_properties: dict[str, str],
+        tags: dict[str, int] | None = None,
+    ) -> int:
+        """One commit on ``branch``: each day of ``sources`` holds the files it had at its snapshot (None: no rows).
+
+        No data is written: the branch's snapshot references the data files
+        ``main`` committed at each named snapshot (identity partitioning, so
+        a day's files are exactly the ones its partition filter plans), and
+        drops the files it held for those days. The table properties and the
+        new tags are set in the same commit, so a reader never sees a branch
+        and an index that disagree. Days not named are untouched. The commit
+        asserts the branch head it started from: two publishers racing
+        conflict, and the loser redoes its plan from the new head.
+        """
+        props = {SNAPSHOT_PROPERTY_PREFIX + k: str(v) for k, v in snapshot_properties.items()}
+        last_error: BaseException | None = None
+        for attempt in range(COMMIT_ATTEMPTS):
+            try:
+                table = copy.copy(self.table(spec))
+                snapshot_id = self._publish(table, spec, branch, sources, table_properties, props, tags or {})
+                with self._cache_lock:
+                    self._tables[spec.name] = table
+                return snapshot_id
+            except SnapshotMissing:
+                raise
+            except Exception as exc:  # noqa: BLE001 - classified below
+                fault = self._fault(exc)
+                if fault is not None:
+                    raise fault from exc
+                if not (is_transient(exc) or isinstance(exc, ValidationException)):
+                    raise
+                last_error = exc
+                time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
+        raise TransientError(f"publishing {spec.name}@{branch} kept conflicting after {COMMIT_ATTEMPTS} attempts: "
+                             f"{last_error}") from last_error
+
+    def _publish(self, table: Table, spec: TableSpec, branch: str, sources: dict[str, int | None],
+                 table_properties: dict[str, str], props: dict[str, str], tags: dict[str, int]) -> int:
+        head = table.metadata.refs.get(branch)
+        days = sorted(sources)
+
+        def planned(snapshot_id: int, of_days: list[str]) -> dict[str, list]:
+            by_day: dict[str, list] = {}
+            for task in table.scan(row_filter=_partition_filter(spec, of_days), snapshot_id=snapshot_id).plan_files():
+                if task.delete_files:
+                    raise RuntimeError(f"{spec.name} has delete files; the branch cannot share them")
+                day = date.fromordinal(_EPOCH_ORDINAL + task.file.partition[0]).isoformat()
+                by_day.setdefault(day, []).append(task.file)
+            return by_day
+
+        held = planned(head.snapshot_id, days) if head is not None and days else {}
+        wanted: dict[str, list] = {}
+        by_snapshot: dict[int, list[str]] = {}
+        for day, snapshot_id in sources.items():
+            if snapshot_id is not None:
+                by_snapshot.setdefault(snapshot_id, []).append(day)
+        for snapshot_id, of_days in sorted(by_snapshot.items()):
+            if table.snapshot_by_id(snapshot_id) is None:
+                raise self._snapshot_missing(spec, snapshot_id, False)
+            wanted.update(planned(snapshot_id, sorted(of_days)))
+        removed, added = [], []
+        for day in days:
+            before = {f.file_path: f for f in held.get(day, [])}
+            after = {f.file_path: f for f in wanted.get(day, [])}
+            removed += [f for path, f in before.items() if path not in after]
+            added += [f for path, f in after.items() if path not in before]
+        with CachedViewTransaction(table) as transaction:
+            if table_properties:
+                transaction.set_properties(**table_properties)
+            with transaction.update_snapshot(snapshot_properties=props, branch=branch).overwrite() as overwrite:
+                for data_file in removed:
+                    overwrite.delete_data_file(data_file)
+                for data_file in added:
+                    overwrite.append_data_file(data_file)
+            new_tags = {name: sid for name, sid in tags.items()
+                        if name not in transaction.table_metadata.refs and table.snapshot_by_id(sid) is not None}
+            if new_tags:
+                with ManageSnapshots(transaction) as refs:
+                    for name, snapshot_id in sorted(new_tags.items()):
+                        refs.create_tag(snapshot_id, name)
+            for hook in COMMIT_HOOKS:
+                hook(self.home, spec.name)
+        return table.metadata.refs[branch].snapshot_id
 
     def _write_files(
         self, spec: TableSpec, con: duckdb.DuckDBPyConnection, select_sql: str, partitions: Sequence[str] | None

@@ -177,6 +177,11 @@ def test_rollback_refuses_a_certified_version_it_cannot_read(loaded_env, damage,
     [certified_file] = env.warehouse.data_files(mart, ["2026-09-20"], pinned)
     env.warehouse.overwrite(mart, before, ["2026-09-20"])  # the day is rewritten: the current files are new ones
     if damage == "expire":  # behind the ledger's back (maintenance would have kept it)
+        table = env.warehouse.table(mart)
+        with table.manage_snapshots() as refs:  # the certified-version tag protects it: removed as well
+            for name, ref in table.metadata.refs.items():
+                if ref.snapshot_id == pinned and name != "main":
+                    refs.remove_tag(name)
         env.warehouse.table(mart).maintenance.expire_snapshots().by_ids([pinned]).commit()
     else:
         Path(certified_file).unlink()

@@ -19,7 +19,11 @@ never be certified. Each tick:
 3. whenever the ledger's served state changed by any other path (an
    ``atlasmart`` command without this instance, a migration, a restore), brings
    the ``served_*`` assets back in line with it;
-4. requests the dashboards' golden cross-checks after new certifications.
+4. brings the ``certified`` Iceberg branch of every certified table in line
+   with the served state (``product/certified_branch.py``): a decision whose
+   publish was interrupted (a crash between ledger and branch, a command
+   without the branch, an incident's withdrawal) is published here;
+5. requests the dashboards' golden cross-checks after new certifications.
 
 On by default: an install that certifies nothing is not working.
 """
@@ -32,6 +36,7 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
+from ...product.certified_branch import converge
 from ...product.dashboard_certification import certify_dashboards
 from ...product.run_certification import certify_run
 from ...store.ledger.day_states import DayStates
@@ -113,6 +118,7 @@ def certification_tick(instance: dg.DagsterInstance, platform: Platform, cursor:
         state["runs_updated_after"] = records[-1].update_timestamp.timestamp()
     if touched:
         report_day_states(instance, platform, sorted(touched))
+    converge(platform)  # every tick: idempotent, and free when the branch already holds the served state
     digest = served_digest(platform.ledger.partitions.states(None, CERTIFIED_ASSETS) if decisions else states)
     if digest != state.get("served_digest"):
         report_day_states(instance, platform, None)  # every day: brought in line with the ledger
