@@ -197,7 +197,7 @@ def test_every_module_says_what_it_holds(name):
 # of a day); the list may only shrink: a new module must read ``DayStates``.
 RAW_EVENT_READERS = {
     "cli.demo", "cli.inspecting", "defs.assets.step", "defs.automation.sensors",
-    "defs.checks.slo_checks", "drills.failed_load", "drills.harness", "drills.incident_drills",
+    "drills.failed_load", "drills.harness", "drills.incident_drills",
     "ops.incidents.detection", "ops.incidents.notices", "ops.incidents.triage", "ops.incidents.ui_reporting",
     "ops.incidents.workflow", "ops.maintenance", "ops.notifications.outbox", "ops.observability.prometheus",
     "ops.recovery", "ops.runs", "product.anomaly", "product.dashboard_certification", "product.restatements",

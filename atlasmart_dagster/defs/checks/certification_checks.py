@@ -45,7 +45,8 @@ from ...store.ledger.partition_states import CERTIFIED, RESTATEMENT_PENDING, WIT
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ..assets.served import product_of, served_asset, sync_served_partitions
-from .slo_checks import report_recorded_slos
+from .days import day_ranges
+from .slo_checks import report_slos
 from ..resources import AtlasmartResource
 
 CERTIFICATION_STATE = "certification_state"
@@ -75,20 +76,6 @@ CERTIFICATION_SPECS = [
     for product in CERTIFIED_ASSETS
 ]
 CERTIFICATION_CHECK_KEYS = [spec.key for spec in CERTIFICATION_SPECS]
-
-
-def day_ranges(days: Iterable[str]) -> str:
-    """``2026-09-17...2026-09-19, 2026-09-21``: consecutive days as one range, never a day not given."""
-    from datetime import date, timedelta
-
-    ordered = sorted(set(days))
-    runs: list[list[str]] = []
-    for day in ordered:
-        if runs and date.fromisoformat(day) - date.fromisoformat(runs[-1][-1]) == timedelta(days=1):
-            runs[-1].append(day)
-        else:
-            runs.append([day])
-    return ", ".join(r[0] if len(r) == 1 else f"{r[0]}...{r[-1]}" for r in runs)
 
 
 def _day(status: PartitionStatus, asset_state: AssetState, states: DayStates) -> dict:
@@ -278,7 +265,7 @@ def report_day_states(
     slo_days = days
     if wiped:
         slo_days = sorted(set(known_partitions(platform)[-_RESHOWN_SLO_DAYS:]) | set(days))
-    report_recorded_slos(instance, platform, slo_days)
+    report_slos(instance, platform, slo_days)
     evaluations = report_certification_states(instance, platform, days)
     for refresh in _AFTER_DAYS_CHANGED:
         refresh(instance, platform)
