@@ -196,10 +196,10 @@ def test_every_module_says_what_it_holds(name):
 # own. Each is to move onto ``store/ledger/day_states.py`` (the one read model
 # of a day); the list may only shrink: a new module must read ``DayStates``.
 RAW_EVENT_READERS = {
-    "defs.automation.sensors", "defs.checks.certification_checks", "defs.checks.slo_checks", "defs.assets.served",
-    "drills.failed_load", "drills.harness", "drills.incident_drills", "ops.incidents.detection",
-    "ops.incidents.notices", "ops.incidents.triage", "ops.incidents.ui_reporting", "ops.incidents.workflow",
-    "ops.maintenance", "ops.observability.prometheus", "ops.recovery", "product.anomaly", "product.restatements",
+    "defs.automation.sensors", "drills.failed_load", "drills.harness", "drills.incident_drills",
+    "ops.incidents.detection", "ops.incidents.notices", "ops.incidents.triage", "ops.incidents.ui_reporting",
+    "ops.incidents.workflow", "ops.maintenance", "ops.observability.prometheus", "ops.recovery", "product.anomaly",
+    "product.restatements",
 }
 RAW_READS = (".partitions.events(", ".partitions.served(", ".partitions.served_map(", ".partitions.versions_map(")
 

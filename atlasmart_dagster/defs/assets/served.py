@@ -63,7 +63,8 @@ SERVED_SPECS = [
             "(metadata: version, fingerprint, certified_at, certified_by_run); missing = nothing is served "
             "(not certified yet, delayed or withdrawn). Kept by AtlasMart from its certification ledger; "
             f"{product} itself turns green when a run builds a day, before certification. Its checks: "
-            "certification_state (the served state and why, per day) and, on the marts, the SLOs of the delivery."
+            "certification_state (the headline: every due day served or not, each unserved day with why), "
+            "open_incidents and, on the marts, the per-day SLOs of the delivery."
         ),
         metadata={"consumer_layer": "served", "serves": product},
     )
@@ -127,10 +128,11 @@ def sync_served_partitions(
     changed: dict[str, list[str]] = {}
     if instance is None:
         return changed
+    states = platform.ledger.partitions.states(None, CERTIFIED_ASSETS)  # one read for every product
     for product in CERTIFIED_ASSETS:
         asset = served_asset(product)
         key = dg.AssetKey(asset)
-        served: Mapping[str, ServedVersion] = platform.ledger.partitions.served_map(product)
+        served: Mapping[str, ServedVersion] = states.served_map(product)
         shown = instance.get_materialized_partitions(key)
         scope = set(served) | shown if partitions is None else set(partitions)
         gone = sorted(d for d in scope & shown if d not in served)

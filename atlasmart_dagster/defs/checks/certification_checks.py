@@ -1,195 +1,229 @@
-"""Certification state in the Dagster UI: what consumers are served, per certified product and day.
+"""Certification state in the Dagster UI: one headline per served asset that states the whole asset.
 
 Each certified product (``store/tables.py`` ``CERTIFIED_ASSETS``) has a served
 asset (``served_<product>``, ``defs/assets/served.py``) whose partitions are
 materialized exactly for the days consumers are served. Its non-blocking check
-``certification_state`` says, day by day and with why, ``CERTIFIED vN``,
-``RESTATEMENT_PENDING``, ``RESTATEMENT_HELD``, ``ANOMALY_HELD``, ``DELAYED`` (and why),
-``WITHDRAWN`` or ``PENDING``, with the served version, when it was certified
-and its fingerprint (``product/serving.py`` ``partition_statuses``). Whenever a
-certification path has decided days it calls ``report_day_states``, which
-reports one evaluation per product and day as a runless event. An evaluation
-passes when consumers are served a certified version of the day.
+``certification_state`` is the asset's headline: each evaluation states every
+day AtlasMart knows (the days ``atlasmart status`` lists, from the one read
+model, ``product/serving.py`` ``partition_statuses``): how many due days are
+served, and each one that is not, named with its state and what holds it
+(``DELAYED`` and why, ``ANOMALY_HELD``, ``WITHDRAWN``, a refused
+certification's reason). It passes only when every due day is served; it fails
+with ERROR when a due day is ``DELAYED``, ``ANOMALY_HELD`` or ``WITHDRAWN``
+with nothing served, with WARN otherwise. Days not due yet (``PENDING``) are
+listed, never counted against it.
 
-The check sits on the served asset, not on the product, so a load run of the
-chain (the job page, the asset graph, ``dagster asset materialize``) neither
-plans nor reports it: it has nothing to say before certification, and it cost
-a Dagster event per product and day of every range run.
+Why one evaluation for the whole asset, not one per day: the *Checks* tab and
+the asset's health show the newest evaluation of a check, so a per-day
+check's headline was whichever day was evaluated last ("Succeeded" while two
+due days were unserved). Each evaluation also names the days whose change
+caused it (``changed``), so the *Execution history* holds one row per change,
+and a row never names a day outside its decision.
 
-Runless evaluations name their day in the metadata (``partition``) and the
-description, not in Dagster's ``partition`` field: Dagster 1.13 keeps one
-row per (check, run, partition) in its check-execution index, and every
-runless event has the same empty run id, so a second runless evaluation of
-the same day (the day's next state) would be refused by a unique constraint.
-
-The check is also executable (Dagster only lists checks it has definitions
-for): selecting a served asset and executing its checks reports each day of
-the run as things stand, with Dagster's ``partition`` set.
+It is re-evaluated whenever any day may have changed: ``report_day_states``,
+which every path that changes certification calls (the sensors, ``atlasmart``
+commands, the incident workflow), reports it as a runless event after the
+served partitions, and skips it when the newest evaluation already says the
+same (``state_digest``), so a path and the sensor reporting one decision write
+one row. A runless evaluation always matches the newest runless served
+materialization (Dagster compares run ids, both empty), so the headline never
+reads "Not Evaluated" after a day turned served. The check is executable
+(*Execute all* on the served asset runs it: it is unpartitioned, so it needs
+no partition, and it says the same as the reported ones).
 """
 
-from typing import Iterable, Sequence
+import hashlib
+import json
+import re
+from typing import Callable, Iterable, Sequence
 
 import dagster as dg
 
 from ...product.serving import ANOMALY, HELD, AssetState, PartitionStatus, known_partitions, partition_statuses
-from ...store.ledger.partition_states import CERTIFICATION_REFUSED, CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
+from ...store.ledger.day_states import DayStates
+from ...store.ledger.partition_states import CERTIFIED, RESTATEMENT_PENDING, WITHDRAWN
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ..assets.served import product_of, served_asset, sync_served_partitions
-from ..assets.step import Step, partitioned_check_events
-from ..partitions import daily_partitions
-from .slo_checks import report_recorded_slos
+from .days import day_ranges
+from .slo_checks import report_slos
 from ..resources import AtlasmartResource
 
 CERTIFICATION_STATE = "certification_state"
 DELAYED = "DELAYED"
+PENDING = "PENDING"
 # Day states in which consumers are served a certified version.
 SERVED_STATES = (CERTIFIED, RESTATEMENT_PENDING, HELD)
 # Day states in which consumers are served nothing they should use.
 ERROR_STATES = (DELAYED, WITHDRAWN, ANOMALY)
+# Metadata key of what an evaluation states (days, states, versions): an unchanged state is not reported again.
+STATE_DIGEST = "state_digest"
+# How many unserved days the description lists one by one (the metadata has them all).
+_LISTED = 20
 
 CERTIFICATION_SPECS = [
     dg.AssetCheckSpec(
         CERTIFICATION_STATE,
         asset=served_asset(product),
         description=(
-            "What consumers are served for each day: CERTIFIED vN, RESTATEMENT_PENDING, RESTATEMENT_HELD, ANOMALY_HELD, "
-            "DELAYED (and why), WITHDRAWN or PENDING. Reported per partition when certification decides a day; "
-            "passes when the day is served certified. Never blocking."
+            "The served state of the whole asset: every due day served or not, each unserved day named with its "
+            "state and what holds it (DELAYED and why, ANOMALY_HELD, WITHDRAWN). Passes only when every due day is "
+            "served; fails (ERROR) while a due day is delayed, held as an anomaly or withdrawn, (WARN) otherwise. "
+            "Re-evaluated whenever any day changes; never blocking."
         ),
         blocking=False,
-        partitions_def=daily_partitions,  # executed in a run, each day is its own row
     )
     for product in CERTIFIED_ASSETS
 ]
 CERTIFICATION_CHECK_KEYS = [spec.key for spec in CERTIFICATION_SPECS]
 
 
-def _last_refusal(platform: Platform, asset_state: AssetState, partition: str) -> str | None:
-    """Why the newest build of the day was refused, if that refusal is newer than the served certification."""
-    served_id = asset_state.served.certification.id if asset_state.served else 0
-    refusals = platform.ledger.partitions.events(
-        asset=asset_state.asset, partition=partition, states=(CERTIFICATION_REFUSED,)
-    )
-    newer = [e for e in refusals if e.id > served_id]
-    return newer[-1].reason if newer else None
-
-
-def state_evaluation(
-    platform: Platform,
-    status: PartitionStatus,
-    asset_state: AssetState,
-    in_run: bool = False,
-) -> dg.AssetCheckEvaluation:
-    """The ``certification_state`` evaluation of one asset for one day.
-
-    ``in_run`` sets Dagster's ``partition`` field (see the module docstring).
-    """
+def _day(status: PartitionStatus, asset_state: AssetState, states: DayStates) -> dict:
+    """What one day of one product amounts to in the headline."""
     served = asset_state.served
-    cert = served.certification if served else None
-    passed = served is not None and status.state in SERVED_STATES
-    state = status.state
-    label = f"{state} v{served.version}" if passed and state == CERTIFIED else state
-    if passed and state != CERTIFIED:
-        label = f"{state} (serving v{served.version})"
-    detail = status.detail
-    refused = None if passed else _last_refusal(platform, asset_state, status.partition)
-    if refused:
-        detail = f"{detail}; certification refused: {refused}"
-    metadata = {
-        "partition": status.partition,
-        "state": state,
-        "version": served.version if served else dg.MetadataValue.null(),
-        "certified_at": served.certified_at if served else dg.MetadataValue.null(),
-        "fingerprint": cert.fingerprint if cert and cert.fingerprint else dg.MetadataValue.null(),
-        # text, not a number: the UI plots numeric metadata, and a plot of ids says nothing
-        "snapshot_id": str(cert.snapshot_id) if cert and cert.snapshot_id is not None else dg.MetadataValue.null(),
-        "certified_by_run": cert.run_id if cert and cert.run_id else dg.MetadataValue.null(),
-        "reason": detail,
+    is_served = served is not None and status.state in SERVED_STATES
+    reason = status.detail
+    if not is_served:
+        refusal = states.get(asset_state.asset, status.partition).latest_refusal
+        if refusal is not None and refusal.reason:
+            reason = f"{reason}; certification refused: {refusal.reason}"
+    return {
+        "state": status.state,
+        "served": is_served,
+        "due": status.state != PENDING or is_served,
+        "version": served.version if served else None,
+        "certification_id": served.certification.id if served else None,
+        "certified_at": served.certified_at if served else None,
+        "fingerprint": served.certification.fingerprint if served else None,
+        "reason": reason,
     }
-    severity = dg.AssetCheckSeverity.ERROR if (not passed and state in ERROR_STATES) else dg.AssetCheckSeverity.WARN
-    description = f"{status.partition} {label}: {detail}"
+
+
+def _label(entry: dict) -> str:
+    if entry["served"]:
+        return f"{entry['state']} v{entry['version']}" if entry["state"] == CERTIFIED else (
+            f"{entry['state']} (serving v{entry['version']})")
+    return entry["state"]
+
+
+def _digest(days: dict[str, dict]) -> str:
+    """What the evaluation states, without what moves by itself (minutes late): equal digests, nothing new to say."""
+    stable = {d: {**e, "reason": re.sub(r"\(\d+ min late\)", "(late)", e["reason"])} for d, e in days.items()}
+    return hashlib.sha256(json.dumps(stable, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def asset_evaluation(product: str, days: dict[str, dict], changed: Sequence[str] = ()) -> dg.AssetCheckEvaluation:
+    """The ``certification_state`` evaluation of one product's served asset from its days (see ``_day``)."""
+    due = {d: e for d, e in days.items() if e["due"]}
+    unserved = {d: e for d, e in due.items() if not e["served"]}
+    not_due = sorted(d for d, e in days.items() if not e["due"])
+    passed = not unserved
+    error = any(e["state"] in ERROR_STATES for e in unserved.values())
+    severity = dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN
+    if not due:
+        headline = "no day is due yet"
+    elif passed:
+        headline = f"all {len(due)} due days served ({day_ranges(due)})"
+    else:
+        headline = (f"{len(due) - len(unserved)} of {len(due)} due days served; not served: "
+                    + ", ".join(f"{d} {e['state']}" for d, e in sorted(unserved.items())[:_LISTED])
+                    + (f" and {len(unserved) - _LISTED} more" if len(unserved) > _LISTED else ""))
+    lines = [f"**{headline}**"]
+    for day, entry in sorted(unserved.items())[:_LISTED]:
+        lines.append(f"- {day} {entry['state']}: {entry['reason']}")
+    held = sorted(d for d, e in due.items() if e["served"] and e["state"] != CERTIFIED)
+    for day in held:
+        lines.append(f"- {day} {_label(days[day])}: {days[day]['reason']}")
+    if not_due:
+        lines.append(f"- not due yet: {day_ranges(not_due)}")
+    changed = sorted(set(changed) & set(days))
+    if changed:
+        lines.append("")
+        lines.append("This evaluation: " + "; ".join(
+            f"{day_ranges(group)} {label}" for label, group in _by_label(days, changed)))
+    metadata = {
+        "due_days": len(due),
+        "served_days": len(due) - len(unserved),
+        "unserved_days": dg.MetadataValue.text(", ".join(f"{d} {e['state']}" for d, e in sorted(unserved.items()))
+                                               or "none"),
+        "not_due_days": dg.MetadataValue.text(day_ranges(not_due) or "none"),
+        "changed": dg.MetadataValue.text(day_ranges(changed) or "none"),
+        "days": dg.MetadataValue.json({d: {k: e[k] for k in ("state", "served", "version", "certified_at",
+                                                             "fingerprint", "reason")} for d, e in days.items()}),
+        STATE_DIGEST: dg.MetadataValue.text(_digest(days)),
+    }
     return dg.AssetCheckEvaluation(
-        asset_key=dg.AssetKey(served_asset(asset_state.asset)),
+        asset_key=dg.AssetKey(served_asset(product)),
         check_name=CERTIFICATION_STATE,
         passed=passed,
         severity=severity,
         metadata=metadata,
-        description=description,
+        description="\n".join(lines),
         blocking=False,
-        partition=status.partition if in_run else None,
     )
+
+
+def _by_label(days: dict[str, dict], changed: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """The changed days grouped by what they are now, in day order of each group's first day."""
+    groups: dict[str, list[str]] = {}
+    for day in changed:
+        groups.setdefault(_label(days[day]), []).append(day)
+    return sorted(groups.items(), key=lambda item: item[1][0])
 
 
 def certification_evaluations(
     platform: Platform,
-    partitions: Iterable[str],
+    changed: Iterable[str] = (),
     assets: Sequence[str] = CERTIFIED_ASSETS,
-    in_run: bool = False,
 ) -> list[dg.AssetCheckEvaluation]:
-    """``certification_state`` evaluations of ``assets`` for each of ``partitions`` as things stand now."""
-    return [
-        state_evaluation(platform, status, asset_state, in_run)
-        for status in partition_statuses(platform, sorted(set(partitions)))
-        for asset_state in status.assets
-        if asset_state.asset in assets
-    ]
+    """The headline of each of ``assets`` as things stand now; ``changed`` names the days that caused it."""
+    states = platform.ledger.partitions.states()
+    days = sorted(set(known_partitions(platform, states)) | set(changed))
+    by_asset: dict[str, dict[str, dict]] = {asset: {} for asset in assets}
+    for status in partition_statuses(platform, days, states=states):
+        for asset_state in status.assets:
+            if asset_state.asset in by_asset:
+                by_asset[asset_state.asset][status.partition] = _day(status, asset_state, states)
+    return [asset_evaluation(asset, by_asset[asset], sorted(set(changed))) for asset in assets]
+
+
+def _already_said(instance: dg.DagsterInstance, evaluation: dg.AssetCheckEvaluation) -> bool:
+    """The newest evaluation is a runless one that states the same (so it also matches the newest materialization)."""
+    record = instance.get_latest_asset_check_evaluation_record(evaluation.asset_check_key)
+    if record is None or record.run_id or record.event is None or record.event.dagster_event is None:
+        return False
+    data = record.event.dagster_event.event_specific_data
+    said = getattr(data, "metadata", {}).get(STATE_DIGEST)
+    return said is not None and said.value == evaluation.metadata[STATE_DIGEST].value
 
 
 def report_certification_states(
     instance: dg.DagsterInstance, platform: Platform, partitions: Iterable[str]
 ) -> list[dg.AssetCheckEvaluation]:
-    """Report each certified asset's state for each of ``partitions`` to the Dagster UI (runless events).
+    """Report each served asset's headline (runless), naming ``partitions`` as the days that changed.
 
-    A day that is not plainly certified gets its own row, with its reason.
-    Days certified together (a range) share one row per product, which lists
-    each day's version in its metadata (``days``): a year's backfill reports 3
-    rows, not 1,095, and each row is an event written to the instance
-    (~20 ms each on SQLite), which made certifying a range slower than it.
+    An asset whose newest evaluation already states the same gets no new
+    row: one decision reported by its command and again by the sensor is one
+    row in the check's history. Returns the evaluations written.
     """
-    evaluations = _grouped(certification_evaluations(platform, partitions))
-    for evaluation in evaluations:
-        instance.report_runless_asset_event(evaluation)
-    return evaluations
+    written = []
+    for evaluation in certification_evaluations(platform, partitions):
+        if not _already_said(instance, evaluation):
+            instance.report_runless_asset_event(evaluation)
+            written.append(evaluation)
+    return written
 
 
-def _grouped(evaluations: list[dg.AssetCheckEvaluation]) -> list[dg.AssetCheckEvaluation]:
-    """Plainly certified days of one product merged into one evaluation; every other day kept as it is."""
-    certified: dict[dg.AssetKey, list[dg.AssetCheckEvaluation]] = {}
-    kept = []
-    for evaluation in evaluations:
-        if evaluation.passed and evaluation.metadata["state"].value == CERTIFIED:
-            certified.setdefault(evaluation.asset_key, []).append(evaluation)
-        else:
-            kept.append(evaluation)
-    for key, days in certified.items():
-        if len(days) == 1:
-            kept.extend(days)
-            continue
-        first, last = days[0].metadata["partition"].value, days[-1].metadata["partition"].value
-        versions = sorted({d.metadata["version"].value for d in days})
-        label = "v" + "/v".join(str(v) for v in versions)
-        kept.append(dg.AssetCheckEvaluation(
-            asset_key=key,
-            check_name=CERTIFICATION_STATE,
-            passed=True,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={
-                "partitions": f"{first}...{last}",
-                "state": CERTIFIED,
-                "days_certified": len(days),
-                "days": dg.MetadataValue.json({
-                    d.metadata["partition"].value: {
-                        "version": d.metadata["version"].value,
-                        "certified_at": d.metadata["certified_at"].value,
-                        "fingerprint": d.metadata["fingerprint"].value,
-                    } for d in days
-                }),
-            },
-            description=f"{first}...{last} CERTIFIED {label}: {len(days)} days served (each day's version in `days`)",
-            blocking=False,
-        ))
-    return kept
+# Checks on the served assets that live above this layer and must be re-reported whenever days changed
+# (``open_incidents``, ``ops/incidents/ui_reporting.py``): each registers itself with ``after_days_changed``.
+_AFTER_DAYS_CHANGED: list[Callable[[dg.DagsterInstance, Platform], object]] = []
+
+
+def after_days_changed(refresh: Callable[[dg.DagsterInstance, Platform], object]):
+    """Register ``refresh(instance, platform)`` to run at the end of every ``report_day_states`` (a decorator)."""
+    if refresh not in _AFTER_DAYS_CHANGED:
+        _AFTER_DAYS_CHANGED.append(refresh)
+    return refresh
 
 
 # After a withdrawal wiped a served asset, how many of the newest days get their
@@ -200,48 +234,54 @@ _RESHOWN_SLO_DAYS = 35
 def report_day_states(
     instance: dg.DagsterInstance | None, platform: Platform, partitions: Iterable[str] | None
 ) -> list[dg.AssetCheckEvaluation]:
-    """Show where ``partitions`` stand wherever the Dagster UI shows a day, after certification changed them.
+    """Show where the served assets stand wherever the Dagster UI shows them, after ``partitions`` may have changed.
 
     The ``served_*`` assets' partition status (what consumers get), each
-    certified product's ``certification_state``, and the SLO checks of the days
-    that have recorded SLO results (re-reported, so a reload of a delivered day
-    leaves its SLO state readable). Every path that changes certification calls
-    this; without an instance (``--ephemeral-instance``) nothing is shown.
-    ``partitions=None`` looks at every day (certification_sensor, when the
-    served state changed by another path).
+    served asset's headline (``certification_state``, naming ``partitions``
+    as what changed), the checks registered with ``after_days_changed``
+    (``open_incidents``: so it never reads "Not Evaluated" against a newer
+    served materialization), and the SLO checks of
+    the days that have recorded SLO results. Every path that changes
+    certification calls this; without an instance (``--ephemeral-instance``)
+    nothing is shown. ``partitions=None`` looks at every day
+    (certification_sensor, when the served state changed by another path): the
+    days whose served state changed are then the ones named.
 
     A withdrawal wipes the served asset whole (see ``sync_served_partitions``),
-    and Dagster's wipe takes the asset's check history with it; the check
-    rows are then reported again: every day's certification state (grouped,
-    a few rows) and the SLO results of the newest days.
+    and Dagster's wipe takes the asset's check history with it; the checks are
+    then reported again, the SLO results of the newest days with them.
     """
     if instance is None:
         return []
     changed = sync_served_partitions(instance, platform, None if partitions is None else sorted(set(partitions)))
     wiped = any(entry.startswith("-") for entries in changed.values() for entry in entries)
-    if partitions is None and not wiped:
-        return []
-    days = sorted(set(partitions or []))
-    if wiped:
-        days = sorted(set(days) | set(known_partitions(platform)))
-        slo_days = sorted(set(days[-_RESHOWN_SLO_DAYS:]) | set(partitions or []))
+    if partitions is None:
+        marks = "-" if wiped else "+-"  # after a wipe every served day is reported again: not a change
+        days = sorted({e[1:] for entries in changed.values() for e in entries if e[0] in marks})
     else:
-        slo_days = days
-    if not days:
+        days = sorted(set(partitions))
+    if not days and not changed:
         return []
-    report_recorded_slos(instance, platform, slo_days)
-    return report_certification_states(instance, platform, days)
+    slo_days = days
+    if wiped:
+        slo_days = sorted(set(known_partitions(platform)[-_RESHOWN_SLO_DAYS:]) | set(days))
+    report_slos(instance, platform, slo_days)
+    evaluations = report_certification_states(instance, platform, days)
+    for refresh in _AFTER_DAYS_CHANGED:
+        refresh(instance, platform)
+    return evaluations
 
 
 @dg.multi_asset_check(
     specs=CERTIFICATION_SPECS,
     name="certification_states",
     can_subset=True,
-    description="What consumers are served for each day of the run, per certified product (never blocking).",
+    description="The served state of each selected served asset, every day of it, as things stand (never blocking).",
 )
 def certification_states(context: dg.AssetCheckExecutionContext, atlasmart: AtlasmartResource):
-    step = Step(context, atlasmart, CERTIFICATION_STATE)
+    """Executed from the UI (*Execute all* on a served asset): the same headline the certification paths report."""
     assets = sorted({product_of(k.asset_key.to_user_string()) for k in context.selected_asset_check_keys})
-    evaluations = certification_evaluations(step.platform, step.partitions, assets, in_run=True)
-    output_names = {spec.key: spec.get_python_identifier() for spec in CERTIFICATION_SPECS}
-    yield from partitioned_check_events(output_names, context.selected_asset_check_keys, evaluations)
+    for evaluation in certification_evaluations(atlasmart.platform, (), assets):
+        yield dg.AssetCheckResult(asset_key=evaluation.asset_key, check_name=CERTIFICATION_STATE,
+                                  passed=evaluation.passed, severity=evaluation.severity,
+                                  metadata=evaluation.metadata, description=evaluation.description)

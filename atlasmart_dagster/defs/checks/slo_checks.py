@@ -1,12 +1,10 @@
 """SLO checks on the certified marts' served assets: per-partition SLO results shown in the Dagster UI.
 
 The figures come from the ledger (see ``product/slo.py``): they are recorded when a
-partition is first delivered by the daily load, after its run, so the
-certification paths report them to Dagster as runless check evaluations, one
-per partition. The checks sit on ``served_mart_*`` (what consumers get), so a
-load run of the chain does not run them. Executing them in a run (select a
-served asset, *Execute checks*) re-reads the ledger for the run's partitions
-and reports one evaluation per partition:
+partition is first delivered by the daily load, after its run. Whenever a day
+may have changed (``report_day_states``, called by every certification path)
+each SLO check gets, for that day, one runless evaluation saying where it stands
+(``report_slos``):
 
 * recorded results as they were recorded (a recorded miss fails);
 * the current day awaiting its first delivery: availability measured up to now
@@ -15,13 +13,20 @@ and reports one evaluation per partition:
 * any other day without recorded results (delivered by a backfill, or not the
   daily load's first delivery) is *not measured*: a WARN failure (a warning,
   never a pass) with the reason. It is not an SLO event, so it is never
-  reported as a miss.
+  reported as a miss. Days not measured for the same reason share one row,
+  which names exactly its days.
 
-In a run the evaluations carry Dagster's ``partition`` field, so they complete
-the per-partition rows Dagster planned. Runless evaluations name their day in
-the metadata only: Dagster 1.13 indexes check executions by (check, run,
+A day whose newest row already says the same gets no new row: one decision is
+one row per check, whichever paths report it. Executing the checks in a run
+(select a served asset, *Materialize* with its checks, or a check-only run for
+a partition) re-reads the ledger for the run's partitions and reports one
+evaluation per partition, with Dagster's ``partition`` field, completing the
+per-partition rows Dagster planned. Runless evaluations name their day in the
+metadata only: Dagster 1.13 indexes check executions by (check, run,
 partition) uniquely and runless events share one empty run id, so a second
-runless evaluation of the same day would be refused.
+runless evaluation of the same day would be refused. The checks are one
+execution set (not subsettable), so *Execute all*, which launches with no
+partition, does not offer them: it runs only what it can evaluate.
 
 Never blocking: an SLO miss is for people to act on, not a reason to withhold
 correct data.
@@ -44,10 +49,12 @@ from ...product.slo import (
     latest_results,
     scheduled_at,
 )
+from ...store.ledger.day_states import DayStates
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS, CERTIFIED_MARTS
 from ..assets.served import served_asset
 from ..partitions import daily_partitions
+from .days import day_ranges
 from ..assets.step import Step, partitioned_check_events
 from ..resources import AtlasmartResource
 
@@ -107,7 +114,9 @@ def slo_check_evaluations(results: Iterable[SloResult], in_run: bool = False) ->
     ]
 
 
-def not_measured_evaluations(partition: str, objectives: Sequence[str], reason: str) -> list[dg.AssetCheckEvaluation]:
+def not_measured_evaluations(
+    partition: str, objectives: Sequence[str], reason: str, in_run: bool = True
+) -> list[dg.AssetCheckEvaluation]:
     """Objectives a day is not measured on: a WARN with the reason, never a pass and never a miss.
 
     Not a pass: a green "Passed" for a day nobody measured would be a green
@@ -130,15 +139,21 @@ def not_measured_evaluations(partition: str, objectives: Sequence[str], reason: 
             },
             description=f"{partition} NOT MEASURED ({objective}): {reason}",
             blocking=False,
-            partition=partition,  # only ever evaluated in a run
+            partition=partition if in_run else None,
         )
         for objective in objectives
         for asset in SLO_ASSETS
     ]
 
 
-def partition_slo_evaluations(platform: Platform, partition: str, now: datetime) -> list[dg.AssetCheckEvaluation]:
-    """Where one day stands against its SLOs at ``now``, as evaluations of the marts' SLO checks."""
+def partition_slo_evaluations(
+    platform: Platform, partition: str, now: datetime, in_run: bool = True, states: DayStates | None = None
+) -> list[dg.AssetCheckEvaluation]:
+    """Where one day stands against its SLOs at ``now``, as evaluations of the marts' SLO checks.
+
+    ``in_run`` sets Dagster's ``partition`` field (see the module docstring);
+    ``states`` is the read model of the day (read here when None).
+    """
     recorded = latest_results(platform.ledger, partition)
     if recorded:
         unrecorded = [o for o in OBJECTIVES if o not in {r.objective for r in recorded}]
@@ -147,16 +162,17 @@ def partition_slo_evaluations(platform: Platform, partition: str, now: datetime)
             reason = "not delivered yet; measured on the day's first delivery"
         else:
             reason = "not measurable for this delivery"
-        return slo_check_evaluations(recorded, in_run=True) + not_measured_evaluations(partition, unrecorded, reason)
-    served = [platform.ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS]
+        return slo_check_evaluations(recorded, in_run) + not_measured_evaluations(partition, unrecorded, reason, in_run)
+    states = states if states is not None else platform.ledger.partitions.states([partition], CERTIFIED_ASSETS)
+    served = [states.served(asset, partition) for asset in CERTIFIED_ASSETS]
     delivered = all(served)
     if partition == current_partition(now) and not delivered:
         # Awaiting its first delivery: how late it already is, measured up to now.
         timeline = Timeline(partition, None, scheduled_at(partition), None, None, now, None, None)
         availability = [r for r in evaluate(timeline) if r.objective == AVAILABILITY]
         others = [o for o in OBJECTIVES if o != AVAILABILITY]
-        return slo_check_evaluations(availability, in_run=True) + not_measured_evaluations(
-            partition, others, "not delivered yet; measured on the day's first delivery"
+        return slo_check_evaluations(availability, in_run) + not_measured_evaluations(
+            partition, others, "not delivered yet; measured on the day's first delivery", in_run
         )
     if delivered:
         lanes = sorted({s.certification.lane or "unknown" for s in served})
@@ -169,21 +185,103 @@ def partition_slo_evaluations(platform: Platform, partition: str, now: datetime)
             "not delivered, and not the current day awaiting its first delivery: not an SLO event "
             "(a day the daily load owes and misses is recorded as a miss by incident detection)"
         )
-    return not_measured_evaluations(partition, OBJECTIVES, reason)
+    return not_measured_evaluations(partition, OBJECTIVES, reason, in_run)
 
 
-def report_recorded_slos(instance: dg.DagsterInstance, platform: Platform, partitions: Iterable[str]) -> None:
-    """Show the recorded SLO results of ``partitions`` as runless evaluations of the marts' SLO checks.
+def _covered_days(evaluation: dg.AssetCheckEvaluation) -> list[str]:
+    """The days a runless SLO row speaks for: its ``partition``, or every day of a grouped row (``days``)."""
+    if "days" in evaluation.metadata:
+        return list(evaluation.metadata["days"].value)
+    if "partition" in evaluation.metadata:
+        return [evaluation.metadata["partition"].value]
+    return []
 
-    Days without recorded results (history, not delivered yet) report nothing
-    here: a run that includes the checks says "not measured" for them.
-    Re-reporting a delivered day after a reload keeps its SLO state the newest
-    evaluation, so the UI does not read "Not evaluated" against the reload's
-    materialization.
+
+def _what_it_says(evaluation: dg.AssetCheckEvaluation) -> str:
+    """A row's verdict on each of its days, the same for a day's own row and a grouped row."""
+    metadata = evaluation.metadata
+    if "not_measured_reason" in metadata:
+        return f"NOT MEASURED: {metadata['not_measured_reason'].value}"
+    return (evaluation.description or "").split(" ", 1)[-1]  # without the day
+
+
+# How many of a check's newest rows are read to tell what each day says now.
+_HISTORY_READ = 500
+
+
+def _said_per_day(instance: dg.DagsterInstance, key: dg.AssetCheckKey, days: set[str]) -> dict[str, str]:
+    """What the newest runless row covering each of ``days`` says (absent: no such row among the newest)."""
+    said: dict[str, str] = {}
+    for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=_HISTORY_READ):
+        if record.run_id or record.event is None or record.event.dagster_event is None:
+            continue
+        evaluation = record.event.dagster_event.asset_check_evaluation_data
+        for day in _covered_days(evaluation):
+            if day in days and day not in said:
+                said[day] = _what_it_says(evaluation)
+        if len(said) == len(days):
+            break
+    return said
+
+
+def _grouped(key: dg.AssetCheckKey, evaluations: list[dg.AssetCheckEvaluation]) -> list[dg.AssetCheckEvaluation]:
+    """One check's runless rows: each measured day its own; not-measured days with the same reason one row.
+
+    A year's backfill is then one row per check, not 365 (each row is an
+    event written to the instance, ~20 ms on SQLite); a grouped row names
+    exactly its days (``days``), never a range with a day of another reason.
     """
-    for partition in partitions:
-        for evaluation in slo_check_evaluations(latest_results(platform.ledger, partition)):
+    kept, by_reason = [], {}
+    for evaluation in evaluations:
+        if "not_measured_reason" in evaluation.metadata:
+            by_reason.setdefault(evaluation.metadata["not_measured_reason"].value, []).append(evaluation)
+        else:
+            kept.append(evaluation)
+    objective = key.name.removeprefix("slo_")
+    for reason, group in by_reason.items():
+        if len(group) == 1:
+            kept.append(group[0])
+            continue
+        days = sorted(e.metadata["partition"].value for e in group)
+        kept.append(dg.AssetCheckEvaluation(
+            asset_key=key.asset_key, check_name=key.name, passed=False, severity=dg.AssetCheckSeverity.WARN,
+            metadata={"partitions": day_ranges(days), "days": dg.MetadataValue.json(days), "measured": False,
+                      "not_measured_reason": reason, "value": "n/a", "unit": UNITS[objective],
+                      "target": TARGETS[objective]},
+            description=f"{day_ranges(days)} NOT MEASURED ({objective}): {reason}",
+            blocking=False,
+        ))
+    return sorted(kept, key=lambda e: _covered_days(e)[0])
+
+
+def report_slos(
+    instance: dg.DagsterInstance, platform: Platform, partitions: Iterable[str], states: DayStates | None = None
+) -> list[dg.AssetCheckEvaluation]:
+    """Show where each of ``partitions`` stands against its SLOs as runless evaluations of the marts' SLO checks.
+
+    Recorded results as recorded (a miss fails); a day without results is
+    ``NOT MEASURED`` with why, a WARN (a backfilled day, a reload, a day not
+    delivered yet). A day whose newest row already says the same gets no new
+    row, so a decision reported by its command and again by the sensor is one
+    row per check. Returns the evaluations written.
+    """
+    days = sorted(set(partitions))
+    if not days:
+        return []
+    now = platform.clock.now()
+    states = states if states is not None else platform.ledger.partitions.states(days, CERTIFIED_ASSETS)
+    by_key: dict[dg.AssetCheckKey, list[dg.AssetCheckEvaluation]] = {}
+    for day in days:
+        for evaluation in partition_slo_evaluations(platform, day, now, in_run=False, states=states):
+            by_key.setdefault(evaluation.asset_check_key, []).append(evaluation)
+    written = []
+    for key in SLO_CHECK_KEYS:
+        said = _said_per_day(instance, key, set(days))
+        fresh = [e for e in by_key.get(key, []) if said.get(e.metadata["partition"].value) != _what_it_says(e)]
+        for evaluation in _grouped(key, fresh):
             instance.report_runless_asset_event(evaluation)
+            written.append(evaluation)
+    return written
 
 
 @dg.multi_asset_check(

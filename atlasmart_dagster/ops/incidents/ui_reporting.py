@@ -17,7 +17,12 @@ a consumer notice, repair, verification, resolution):
   open an incident that is closed;
 * the non-blocking ``open_incidents`` check (WARN) on each ``served_*``
   asset, failing while an incident affecting the product is open, listing
-  them with their days.
+  them with their days. Reported when an incident changes, and again after
+  every change of the served days (``refresh_open_incidents``, which
+  ``report_day_states`` calls) unless its newest evaluation is a runless one
+  saying the same: an evaluation executed in a run (*Execute all*) names the
+  materialization it saw, and the UI reads "Not Evaluated" once the served
+  asset is materialized again.
 
 Why both, from Dagster 1.13's UI. The asset's *Events* tab lists every
 observation, runless ones too, with its day, its description rendered as
@@ -56,6 +61,7 @@ from typing import Any, Iterable, Sequence
 import dagster as dg
 
 from ...defs.assets.served import SERVED_ASSETS, product_of, served_asset
+from ...defs.checks.certification_checks import after_days_changed
 from ...defs.partitions import daily_partitions
 from ...defs.resources import AtlasmartResource
 from ...store.platform import Platform
@@ -294,6 +300,47 @@ def open_incidents_evaluation(served: str, states: Sequence[_State]) -> dg.Asset
         description=description,
         blocking=False,
     )
+
+
+def _said(instance: dg.DagsterInstance, evaluation: dg.AssetCheckEvaluation) -> bool:
+    """The newest ``open_incidents`` evaluation is a runless one saying the same.
+
+    A runless evaluation matches the newest runless served materialization
+    (Dagster compares their run ids, both empty); one executed in a run
+    (*Execute all*) names the materialization it saw, and reads "Not
+    Evaluated" once the served asset is materialized again, so it is never
+    taken as said.
+    """
+    record = instance.get_latest_asset_check_evaluation_record(evaluation.asset_check_key)
+    if record is None or record.run_id or record.event is None or record.event.dagster_event is None:
+        return False
+    data = record.event.dagster_event.event_specific_data
+    said = getattr(data, "metadata", {}).get(OPEN_INCIDENTS)
+    return (getattr(data, "description", None) == evaluation.description and said is not None
+            and said.value == evaluation.metadata[OPEN_INCIDENTS].value)
+
+
+@after_days_changed  # every report_day_states ends with it
+def refresh_open_incidents(
+    instance: dg.DagsterInstance | None, platform: Platform, served: Sequence[str] = SERVED_ASSETS
+) -> list[dg.AssetCheckEvaluation]:
+    """Report each served asset's ``open_incidents`` unless its newest evaluation already says the same.
+
+    Called after the served assets' days changed (``report_day_states``): a
+    new served materialization must not leave the check "Not Evaluated" while
+    incidents are open, and what consumers are served now (in its description)
+    may have changed with it. Returns the evaluations written.
+    """
+    if instance is None:
+        return []
+    states = [_State.of(platform, i) for i in IncidentStore(platform.ledger).open_incidents()]
+    written = []
+    for asset in served:
+        evaluation = open_incidents_evaluation(asset, states)
+        if not _said(instance, evaluation):
+            instance.report_runless_asset_event(evaluation)
+            written.append(evaluation)
+    return written
 
 
 def show_incidents_in_ui(

@@ -81,7 +81,7 @@ def test_sync_is_idempotent_and_a_withdrawal_turns_the_day_missing(sqlite_env, c
 
 
 def test_a_withdrawal_keeps_every_days_certification_state_readable(sqlite_env, capsys):
-    """Dagster's wipe of the served asset takes its check history along; the rows are shown again."""
+    """Dagster's wipe of the served asset takes its check history along; the headline is shown again."""
     env = sqlite_env
     run_chain(env.defs, env.instance, env.platform, DAYS, lane="backfill")
     base = ["--home", str(env.home), "--landing", str(env.landing), "--clock", "logical"]
@@ -92,10 +92,13 @@ def test_a_withdrawal_keeps_every_days_certification_state_readable(sqlite_env, 
     report_day_states(env.instance, env.platform, None)  # what certification_sensor does when serving changed
     assert shown(env) == {DAYS[0]}
     key = dg.AssetCheckKey(dg.AssetKey(SERVED), CERTIFICATION_STATE)
-    rows = [r.event.dagster_event.asset_check_evaluation_data.description
-            for r in env.instance.event_log_storage.get_asset_check_execution_history(key, limit=100)]
-    assert any(row.startswith(f"{DAYS[0]} CERTIFIED v1") for row in rows), rows
-    assert any(row.startswith(f"{DAYS[1]} WITHDRAWN") for row in rows), rows
+    (row,) = [r.event.dagster_event.asset_check_evaluation_data
+              for r in env.instance.event_log_storage.get_asset_check_execution_history(key, limit=100)]
+    days = row.metadata["days"].value
+    assert days[DAYS[0]]["state"] == "CERTIFIED" and days[DAYS[0]]["version"] == 1
+    assert days[DAYS[1]]["state"] == "WITHDRAWN" and not days[DAYS[1]]["served"]
+    assert not row.passed and f"- {DAYS[1]} WITHDRAWN: certification withdrawn; nothing is served" in row.description
+    assert row.metadata["changed"].value == DAYS[1]  # the withdrawal's day, not every day shown again
 
 
 def test_a_held_restatement_keeps_the_day_green_with_the_version_consumers_keep(sqlite_env):

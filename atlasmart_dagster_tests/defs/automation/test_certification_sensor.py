@@ -34,19 +34,11 @@ def tick(env, cursor=None):
     return result, context.cursor
 
 
-def about(evaluation: dg.AssetCheckEvaluation, day: str) -> bool:
-    """Is the evaluation about ``day``: its own row, or a row for days certified together."""
-    metadata = evaluation.metadata
-    if "partition" in metadata:
-        return metadata["partition"].value == day
-    return day in metadata["days"].value
-
-
-def state_rows(env, day: str) -> list[str]:
+def state_rows(env) -> list[dg.AssetCheckEvaluation]:
+    """The served asset's headline evaluations, newest first."""
     key = dg.AssetCheckKey(dg.AssetKey(served_asset(MART)), CERTIFICATION_STATE)
-    return [r.event.dagster_event.event_specific_data.description
-            for r in env.instance.event_log_storage.get_asset_check_execution_history(key, limit=100)
-            if r.event and about(r.event.dagster_event.event_specific_data, day)]
+    return [r.event.dagster_event.event_specific_data
+            for r in env.instance.event_log_storage.get_asset_check_execution_history(key, limit=100) if r.event]
 
 
 def test_runs_that_ended_while_the_sensor_was_off_are_certified_on_its_first_tick(env):
@@ -57,9 +49,10 @@ def test_runs_that_ended_while_the_sensor_was_off_are_certified_on_its_first_tic
     result, cursor = tick(env)
     for day in ("2026-09-20", "2026-09-21"):
         assert all(env.ledger.partitions.served(a, day) for a in CERTIFIED_ASSETS), day
-    # the UI's row says so: days certified together share one row per product
-    assert state_rows(env, "2026-09-20")[0] == state_rows(env, "2026-09-21")[0]
-    assert state_rows(env, "2026-09-20")[0].startswith("2026-09-20...2026-09-21 CERTIFIED v1: 2 days")
+    # the UI's headline says so, in one row for the tick's decisions
+    newest = state_rows(env)[0]
+    assert newest.metadata["changed"].value == "2026-09-20...2026-09-21"
+    assert "This evaluation: 2026-09-20...2026-09-21 CERTIFIED v1" in newest.description
     # each certifying run asks for the dashboards' golden checks
     assert {r.run_key for r in result.run_requests} == {f"golden-{first.run_id}", f"golden-{second.run_id}"}
 
@@ -76,8 +69,9 @@ def test_a_failed_run_is_refused_and_its_day_gets_a_state_row(env):
     failed = job_page_run(env, "2026-09-21")
     assert not failed.success
     tick(env)
-    (row, *_) = state_rows(env, "2026-09-21")
-    assert row.startswith("2026-09-21 DELAYED: blocked upstream"), row  # with why: the manifest's hash
+    row = state_rows(env)[0]
+    assert not row.passed and row.metadata["changed"].value == "2026-09-21"
+    assert "- 2026-09-21 DELAYED: blocked upstream" in row.description, row.description  # with why: the manifest's hash
 
 
 def test_builds_of_runs_this_instance_never_had_are_left_to_their_own_command(env):

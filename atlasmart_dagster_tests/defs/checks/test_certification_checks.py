@@ -1,108 +1,160 @@
-"""Certification state per partition on the certification_state check of each certified product's served asset."""
+"""The certification_state check is each served asset's headline: every evaluation states the whole asset."""
+
+import asyncio
+import shutil
 
 import dagster as dg
+# What the webserver's executionForLatestMaterialization resolver is given; no public equivalent exists.
+from dagster._core.loader import LoadingContextForTest
 
 from atlasmart_dagster.defs.assets.served import served_asset
 from atlasmart_dagster.defs.automation.sensors import landing_manifest_sensor
-from atlasmart_dagster.defs.checks.certification_checks import CERTIFICATION_STATE, report_certification_states
+from atlasmart_dagster.defs.checks.certification_checks import (
+    CERTIFICATION_CHECK_KEYS,
+    CERTIFICATION_STATE,
+    day_ranges,
+    report_day_states,
+)
+from atlasmart_dagster.defs.checks.slo_checks import SLO_CHECK_KEYS
+from atlasmart_dagster.ops.incidents.ui_reporting import OPEN_INCIDENTS
 from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.product.serving import known_partitions, partition_statuses
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.defs.checks.graph_runs import (
     certify_via_sensor,
     check_history,
     evaluations,
     graph_backfill,
+    graph_selection_job,
 )
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
+from atlasmart_dagster_tests.product.test_anomaly_guard import day_rows, land
 
 DAY = "2026-09-20"
+MART = "mart_finance_daily_sales"
 
 
-def _latest(env: Env, product: str, partition: str) -> dg.AssetCheckEvaluation:
-    """The newest evaluation of the product's certification_state check for ``partition`` (in a run or runless)."""
-    history = check_history(env, served_asset(product), CERTIFICATION_STATE)
-    evaluations = [r.event.dagster_event.asset_check_evaluation_data for r in history]
-    for_day = [e for e in evaluations if e.metadata["partition"].value == partition]
-    assert for_day, f"no {CERTIFICATION_STATE} evaluation of {product} for {partition}"
-    return for_day[0]
+def headline(env: Env, product: str = MART) -> dg.AssetCheckEvaluation:
+    """The newest evaluation of the served asset's certification_state: what its Checks tab shows."""
+    record = env.instance.get_latest_asset_check_evaluation_record(
+        dg.AssetCheckKey(dg.AssetKey(served_asset(product)), CERTIFICATION_STATE))
+    assert record is not None and record.event is not None, f"no {CERTIFICATION_STATE} on {served_asset(product)}"
+    return record.event.dagster_event.asset_check_evaluation_data
 
 
-def test_certifying_a_day_reports_certified_v1_for_that_partition(tmp_path):
-    env = Env(tmp_path)
+def shown_as_current(env: Env, key: dg.AssetCheckKey) -> bool:
+    """Whether the UI shows the check's newest execution against the asset's newest materialization
+    (otherwise it reads "Not Evaluated")."""
+    record = env.instance.get_latest_asset_check_evaluation_record(key)
+    return record is not None and asyncio.run(
+        record.targets_latest_materialization(LoadingContextForTest(env.instance)))
+
+
+def test_day_ranges_join_consecutive_days_and_name_no_other():
+    assert day_ranges(["2026-09-21", "2026-09-17", "2026-09-18", "2026-09-19"]) == "2026-09-17...2026-09-19, 2026-09-21"
+    assert day_ranges(["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-21"]) != "2026-09-17...2026-09-21"
+    assert day_ranges([]) == ""
+
+
+def test_one_certified_day_does_not_make_the_headline_pass_while_other_due_days_are_unserved(tmp_path):
+    env = Env(tmp_path)  # system clock: every sample day is due
     outcome = run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill", certify=False)
     certify_via_sensor(env, outcome.run_id)
     for asset in CERTIFIED_ASSETS:
-        evaluation = _latest(env, asset, DAY)
-        served = env.ledger.partitions.served(asset, DAY).certification
-        assert evaluation.passed, evaluation.description
-        assert evaluation.metadata["state"].value == "CERTIFIED"
-        assert evaluation.metadata["version"].value == 1
-        assert evaluation.metadata["fingerprint"].value == served.fingerprint
-        assert evaluation.metadata["certified_at"].value == served.recorded_at
-        assert isinstance(evaluation.metadata["snapshot_id"].value, str)  # an id: nothing to plot
-        assert evaluation.description.startswith(f"{DAY} CERTIFIED v1")
+        evaluation = headline(env, asset)
+        unserved = [d for d in SAMPLE_DAYS if d != DAY]
+        assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+        assert evaluation.description.startswith(f"**1 of 5 due days served; not served: {unserved[0]} DELAYED")
+        for day in unserved:
+            assert f"- {day} DELAYED: due " in evaluation.description
+        days = evaluation.metadata["days"].value
+        served = env.ledger.partitions.states([DAY], [asset]).served(asset, DAY)
+        assert days[DAY] == {"state": "CERTIFIED", "served": True, "version": 1, "certified_at": served.certified_at,
+                             "fingerprint": served.certification.fingerprint, "reason": days[DAY]["reason"]}
+        assert evaluation.metadata["changed"].value == DAY  # the row names its decision's day only
+    # the same as `atlasmart status`, day by day
+    statuses = {s.partition: s.state for s in partition_statuses(env.platform, known_partitions(env.platform))}
+    assert {d: e["state"] for d, e in headline(env).metadata["days"].value.items()} == statuses
 
 
-def test_a_delayed_day_reports_failed_with_the_reason(tmp_path):
+def test_a_held_anomaly_fails_the_headline_and_names_the_day_with_what_holds_it(tmp_path):
     env = Env(tmp_path, clock="logical")
-    LogicalClock(env.home / "clock.json").set("2026-09-21T09:00:00Z")  # 2026-09-20 is current and overdue
-    (env.day_dir(DAY) / "_manifest.json").unlink()
-    assert not run_chain(env.defs, env.instance, env.platform, [DAY], lane="current").success  # blocked upstream
+    LogicalClock(env.home / "clock.json").set("2026-09-21T09:00:00Z")  # 2026-09-17...2026-09-20 due
+    for day in SAMPLE_DAYS:
+        shutil.rmtree(env.day_dir(day))
+    history = ["2026-09-17", "2026-09-18", "2026-09-19"]
+    for i, day in enumerate(history):
+        land(env, day, day_rows(day, 10, 1000 + 100 * i))
+    assert run_chain(env.defs, env.instance, env.platform, history, lane="backfill").certified == history
+    assert headline(env).passed and headline(env).description.startswith(
+        "**all 3 due days served (2026-09-17...2026-09-19)**")
 
-    reported = report_certification_states(env.instance, env.platform, [DAY])
-    assert {e.asset_key.to_user_string() for e in reported} == {served_asset(a) for a in CERTIFIED_ASSETS}
-    evaluation = _latest(env, "mart_finance_daily_sales", DAY)
-    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
-    assert evaluation.metadata["state"].value == "DELAYED"
-    assert "blocked upstream" in evaluation.metadata["reason"].value
-    assert evaluation.description.startswith(f"{DAY} DELAYED: blocked upstream")
+    land(env, DAY, day_rows(DAY, 10, 4000, scale=100))  # sent in cents
+    assert run_chain(env.defs, env.instance, env.platform, [DAY], lane="current").certified == []
+    for asset in CERTIFIED_ASSETS:
+        evaluation = headline(env, asset)
+        assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+        assert evaluation.description.startswith(f"**3 of 4 due days served; not served: {DAY} ANOMALY_HELD**")
+        (line,) = [l for l in evaluation.description.splitlines() if l.startswith(f"- {DAY}")]
+        assert "extreme jump" in line and "nothing new is served" in line, line
+        assert evaluation.metadata["unserved_days"].value == f"{DAY} ANOMALY_HELD"
+    # The check's history: one row per decision, each naming only its days.
+    rows = [r.event.dagster_event.asset_check_evaluation_data
+            for r in check_history(env, served_asset(MART), CERTIFICATION_STATE)]
+    assert [r.metadata["changed"].value for r in rows] == [DAY, "2026-09-17...2026-09-19"]
 
 
-def test_running_the_chain_from_the_asset_graph_runs_no_certification_state_check(tmp_path):
+def test_a_restatement_reported_by_two_paths_is_one_row(tmp_path):
+    env = Env(tmp_path, clock="logical")
+    LogicalClock(env.home / "clock.json").set("2026-09-23T10:00:00Z")
+    outcome = run_chain(env.defs, env.instance, env.platform, SAMPLE_DAYS, lane="backfill", certify=False)
+    certify_via_sensor(env, outcome.run_id)
+    assert headline(env).passed
+    rows = read_rows(env.day_dir(DAY))
+    correction = {**rows[2], "source_seq": 209, "quantity": 2, "line_amount_usd": "100.00", "line_cost_usd": "60.00"}
+    write_batch(env.day_dir(DAY), [correction], batch_id="ERP-20260920-02", ready_at="2026-09-23T09:30:00Z")
+    before = len(check_history(env, served_asset(MART), CERTIFICATION_STATE))
+    for _ in range(2):  # the day's next state, reported again on the next tick: one row
+        landing_manifest_sensor(dg.build_sensor_context(instance=env.instance, resources={"atlasmart": env.resource}))
+    report_day_states(env.instance, env.platform, [DAY])  # and once more by another path
+    assert len(check_history(env, served_asset(MART), CERTIFICATION_STATE)) == before + 1
+    evaluation = headline(env)
+    assert evaluation.passed  # consumers keep v1 meanwhile
+    assert f"- {DAY} RESTATEMENT_PENDING (serving v1): serving certified version 1" in evaluation.description
+    assert "This evaluation: 2026-09-20 RESTATEMENT_PENDING (serving v1)" in evaluation.description
+
+
+def test_a_load_run_from_the_asset_graph_runs_no_certification_state_check(tmp_path):
     """Before certification there is nothing to say: the check sits on the served asset, outside the chain."""
     env = Env(tmp_path)
     run = graph_backfill(env, [DAY])
     assert evaluations(run, CERTIFICATION_STATE) == []
-    planned = env.instance.get_records_for_run(
-        run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED, limit=1000).records
-    assert not [r for r in planned
-                if r.event_log_entry.dagster_event.asset_check_planned_data.check_name == CERTIFICATION_STATE]
     certify_via_sensor(env, run.run_id)
-    assert _latest(env, "mart_executive_revenue", DAY).metadata["state"].value == "CERTIFIED"
+    assert headline(env, "mart_executive_revenue").metadata["days"].value[DAY]["state"] == "CERTIFIED"
 
 
-def test_a_new_batch_for_a_certified_day_shows_restatement_pending_while_v1_is_served(tmp_path):
-    env = Env(tmp_path, clock="logical")
-    LogicalClock(env.home / "clock.json").set("2026-09-23T10:00:00Z")
-    outcome = run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill", certify=False)
-    certify_via_sensor(env, outcome.run_id)
-    assert _latest(env, "metric_gross_revenue", DAY).metadata["state"].value == "CERTIFIED"
-    rows = read_rows(env.day_dir(DAY))
-    correction = {**rows[2], "source_seq": 209, "quantity": 2, "line_amount_usd": "100.00", "line_cost_usd": "60.00"}
-    write_batch(env.day_dir(DAY), [correction], batch_id="ERP-20260920-02", ready_at="2026-09-23T09:30:00Z")
+def test_execute_all_evaluates_the_headline_and_open_incidents_and_neither_goes_stale(tmp_path):
+    """*Execute all* on a served asset runs its launchable checks with no partition (the UI's
+    ExecuteChecksButton); after the next certification both still read against the newest materialization."""
+    env = Env(tmp_path)
+    first = run_chain(env.defs, env.instance, env.platform, ["2026-09-19"], lane="backfill")
+    assert first.certified == ["2026-09-19"]
+    served = dg.AssetKey(served_asset(MART))
+    launchable = [dg.AssetCheckKey(served, CERTIFICATION_STATE), dg.AssetCheckKey(served, OPEN_INCIDENTS)]
+    graph = env.defs.resolve_asset_graph()
+    assert all(len(graph.get_execution_set_asset_and_check_keys(k)) == 1 for k in launchable)  # "Execute" offered
+    # the per-day SLO checks are not offered by Execute all (which launches with no partition)
+    assert all(len(graph.get_execution_set_asset_and_check_keys(k)) > 1 for k in SLO_CHECK_KEYS)
+    run = graph_selection_job(env, launchable).execute_in_process(instance=env.instance)
+    assert run.success
+    by_name = {e.check_name: e for e in run.get_asset_check_evaluations()}
+    assert set(by_name) == {CERTIFICATION_STATE, OPEN_INCIDENTS}
+    assert not by_name[CERTIFICATION_STATE].passed and "- 2026-09-20 DELAYED" in by_name[CERTIFICATION_STATE].description
 
-    for _ in range(2):  # the day's next state, reported again on the next tick: Dagster must accept both
-        landing_manifest_sensor(dg.build_sensor_context(instance=env.instance, resources={"atlasmart": env.resource}))
-    evaluation = _latest(env, "metric_gross_revenue", DAY)
-    assert evaluation.metadata["state"].value == "RESTATEMENT_PENDING"
-    assert evaluation.passed and evaluation.metadata["version"].value == 1  # consumers keep v1 meanwhile
-    assert evaluation.description.startswith(f"{DAY} RESTATEMENT_PENDING (serving v1)")
-
-
-def test_days_certified_together_share_one_row_per_product_and_other_days_keep_their_own(tmp_path):
-    env = Env(tmp_path, clock="logical")
-    LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")  # 2026-09-21 is current and overdue
-    (env.day_dir("2026-09-21") / "_manifest.json").unlink()
-    days = ["2026-09-18", "2026-09-19", "2026-09-20"]
-    run_chain(env.defs, env.instance, env.platform, days, lane="backfill", certify=False)
-    reported = report_certification_states(env.instance, env.platform, days + ["2026-09-21"])  # before the gate
-    assert len(reported) == len(CERTIFIED_ASSETS) * 4  # nothing certified yet: a row per day, each with why
-    certify_via_sensor(env)
-    history = check_history(env, served_asset("mart_finance_daily_sales"), CERTIFICATION_STATE)
-    newest = history[0].event.dagster_event.asset_check_evaluation_data
-    assert newest.passed and newest.description.startswith("2026-09-18...2026-09-20 CERTIFIED v1: 3 days")
-    served = env.ledger.partitions.served("mart_finance_daily_sales", "2026-09-19")
-    assert newest.metadata["days"].value["2026-09-19"] == {
-        "version": 1, "certified_at": served.certified_at, "fingerprint": served.certification.fingerprint}
+    assert run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill").certified == [DAY]
+    for key in launchable:
+        assert shown_as_current(env, key), key
+    assert headline(env).metadata["served_days"].value == 2
+    assert all(shown_as_current(env, k) for k in CERTIFICATION_CHECK_KEYS)

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from atlasmart_dagster.defs.assets.served import served_asset
+from atlasmart_dagster.defs.checks.certification_checks import report_day_states
 from atlasmart_dagster.defs.checks.slo_checks import SLO_CHECK_KEYS
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
@@ -66,3 +67,34 @@ def test_the_current_day_past_its_deadline_and_recorded_misses_still_fail(tmp_pa
     recorded = delivered[(served_asset("mart_executive_revenue"), "slo_availability")]
     assert not recorded.passed and "MISSED" in recorded.description and recorded.metadata["measured"].value is True
     assert delivered[(served_asset("mart_executive_revenue"), "slo_completeness")].passed
+
+
+def runless_rows(env: Env, key: dg.AssetCheckKey) -> list[dg.AssetCheckEvaluation]:
+    return [r.event.dagster_event.asset_check_evaluation_data
+            for r in check_history(env, key.asset_key.to_user_string(), key.name) if not r.run_id]
+
+
+def test_backfilled_days_read_not_measured_with_why_in_one_row_per_decision(tmp_path):
+    env = Env(tmp_path)  # system clock: the sample days are history
+    outcome = run_chain(env.defs, env.instance, env.platform, DAYS, lane="backfill", certify=False)
+    certify_via_sensor(env, outcome.run_id)
+    certify_via_sensor(env)  # the next tick, and another path, say the same: no new row
+    report_day_states(env.instance, env.platform, DAYS)
+    for key in SLO_CHECK_KEYS:
+        (row,) = runless_rows(env, key)
+        objective = key.name.removeprefix("slo_")
+        assert not row.passed and row.severity == dg.AssetCheckSeverity.WARN
+        assert row.description.startswith(f"2026-09-18...2026-09-19 NOT MEASURED ({objective}): delivered by a backfill")
+        assert row.metadata["days"].value == DAYS and row.metadata["measured"].value is False
+
+
+def test_a_recorded_miss_is_shown_for_its_day_without_a_run_and_once(tmp_path):
+    env = Env(tmp_path, clock="logical")
+    LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")  # 2026-09-21 was due at 08:30
+    day = "2026-09-21"
+    assert run_chain(env.defs, env.instance, env.platform, [day], lane="current").certified == [day]
+    report_day_states(env.instance, env.platform, [day])  # reported again by another path
+    key = dg.AssetCheckKey(dg.AssetKey(served_asset("mart_finance_daily_sales")), "slo_availability")
+    (row,) = runless_rows(env, key)
+    assert not row.passed and row.description.startswith(f"{day} availability") and "MISSED by" in row.description
+    assert row.metadata["partition"].value == day and row.metadata["measured"].value is True
