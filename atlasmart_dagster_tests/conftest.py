@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import dagster as dg
@@ -11,7 +13,20 @@ import pytest
 from atlasmart_dagster.defs.resources import AtlasmartResource
 from atlasmart_dagster.store.home import sample_dir
 from atlasmart_dagster.store.platform import Platform
+from atlasmart_dagster_tests.s3_server import STARTED_MARK_ENV, stop_server_started_by_workers
 from atlasmart_dagster_tests.team_database import team_deployment  # noqa: F401 - a fixture for every test
+
+def pytest_configure(config):
+    """In the controlling process of a parallel (pytest-xdist) run, before its workers start: name the
+    file a worker leaves when it starts the S3 server, so this process stops the server at the end."""
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        os.environ[STARTED_MARK_ENV] = os.path.join(tempfile.mkdtemp(prefix="atlasmart-s3-"), "started")
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        stop_server_started_by_workers()
+
 
 SAMPLE_DAYS = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"]
 

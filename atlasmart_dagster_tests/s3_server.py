@@ -6,7 +6,7 @@ The tests find the server through the exports the script writes
 answers, the first test that needs one starts it with the script
 (``$ATLASMART_TEST_S3_LOCAL``, default ``../shared/tools/s3-local.sh`` beside the
 checkout: ~15 s, and a minute of Debian packages the first time) and the
-test process stops it when it ends; a server that was already running is
+test run stops it when it ends; a server that was already running is
 left running. Where it cannot be started they skip with a line saying how
 to start one, except under ``CI=true``, where a missing server fails the run
 (as a missing Postgres does, ``team_database.py``): CI can never pass by
@@ -19,6 +19,7 @@ its own scratch database.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import subprocess
 import uuid
@@ -51,22 +52,44 @@ def server_settings() -> dict[str, str]:
 
 
 _START_ATTEMPT: list[str | None] = []  # the one start of this test process: None, or why it failed
+# Under pytest-xdist the workers share one server: the first to need it starts it under a lock (the
+# others wait, then find it up), and the controlling process stops it when the whole run ends
+# (``stop_server_started_by_workers``, called from conftest), never a worker that finishes early.
+STARTED_MARK_ENV = "ATLASMART_TEST_S3_STARTED_MARK"
 
 
 def _start_server() -> str | None:
-    """Start the server with the script, once per test process, stopped at its end; None, or why not."""
+    """Start the server with the script, once per test run, stopped at its end; None, or why not."""
     if not _START_ATTEMPT:
         if not Path(S3_LOCAL).is_file():
             _START_ATTEMPT.append(f"{S3_LOCAL} does not exist (set ATLASMART_TEST_S3_LOCAL)")
         else:
-            started = subprocess.run(["bash", S3_LOCAL, "start"], capture_output=True, text=True, timeout=900)
+            ENV_FILE.parent.mkdir(parents=True, exist_ok=True)
+            with open(ENV_FILE.parent / "tests-start.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # another worker may be starting it right now
+                if _unreachable(server_settings()) is None:
+                    _START_ATTEMPT.append(None)  # started by a sibling worker: theirs to stop
+                    return None
+                started = subprocess.run(["bash", S3_LOCAL, "start"], capture_output=True, text=True, timeout=900)
             if started.returncode:
                 last = (started.stderr.strip().splitlines() or ["no output"])[-1]
                 _START_ATTEMPT.append(f"bash {S3_LOCAL} start failed ({last})")
             else:
-                atexit.register(subprocess.run, ["bash", S3_LOCAL, "stop"], capture_output=True, timeout=120)
+                mark = os.environ.get(STARTED_MARK_ENV)
+                if mark:
+                    Path(mark).touch()
+                else:
+                    atexit.register(subprocess.run, ["bash", S3_LOCAL, "stop"], capture_output=True, timeout=120)
                 _START_ATTEMPT.append(None)
     return _START_ATTEMPT[0]
+
+
+def stop_server_started_by_workers() -> None:
+    """In the controlling process of a parallel run: stop the server if one of its workers started it."""
+    mark = os.environ.get(STARTED_MARK_ENV)
+    if mark and Path(mark).exists():
+        subprocess.run(["bash", S3_LOCAL, "stop"], capture_output=True, timeout=120)
+        Path(mark).unlink()
 
 
 def _unreachable(settings: dict[str, str]) -> str | None:

@@ -29,7 +29,7 @@ from atlasmart_dagster.ops.runs import run_chain, run_reference
 from atlasmart_dagster_tests.conftest import Env
 from atlasmart_dagster_tests.s3_server import s3_team_environment, server_settings
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]  # it stops the S3 gateway every S3 test uses
 DAY = "2026-09-18"
 OUTAGE_SECONDS = 45
 S3_DIR = Path(os.environ.get("S3_DIR", "/tmp/s3-local"))

@@ -108,7 +108,7 @@ def test_the_branch_follows_every_serving_decision_and_nothing_else(env, capsys)
     finance = TABLES_BY_NAME[MART_FINANCE_DAILY_SALES.name]
 
     # An anomaly held: built on main, absent from the branch.
-    land(env, NEXT_DAY, day_rows(NEXT_DAY, 3, 300, scale=100))
+    land(env, NEXT_DAY, day_rows(NEXT_DAY, 3, 209, scale=100))
     assert run_chain(env.defs, env.instance, env.platform, [NEXT_DAY], lane="current").certified == []
     days = assert_branch_is_served(env, capsys)
     assert days[NEXT_DAY]["state"] == "ANOMALY_HELD" and NEXT_DAY not in branch_rows(env, finance.name)
@@ -136,8 +136,8 @@ def test_the_branch_follows_every_serving_decision_and_nothing_else(env, capsys)
     assert days[RESTATED]["certified_version"] == 2
     assert branch_rows(env, finance.name)[RESTATED][0]["revenue_usd"] == Decimal("200.00")
 
-    # A withdrawal of v2 (an incident's containment): consumers go back to v1. The command does not publish;
-    # until the sensor's next tick the branch is behind, and the gateway, which sees that, does not read it.
+    # A withdrawal of v2 (an incident's containment): consumers go back to v1, on the branch too, at once
+    # (the command publishes; it does not wait for the sensor's next tick).
     code, out = cli(env, capsys, "incident", "report", "--text", "19 September looks doubled", "--asset",
                     finance.name, "--partition", RESTATED, "--json")
     assert code == 0, out
@@ -145,9 +145,9 @@ def test_the_branch_follows_every_serving_decision_and_nothing_else(env, capsys)
     code, out = cli(env, capsys, "incident", "contain", incident, "--withdraw-served", "--from", RESTATED, "--to",
                     RESTATED, "--actor", ONCALL, "--json")
     assert code == 0, out
-    assert branch_rows(env, finance.name)[RESTATED][0]["revenue_usd"] == Decimal("200.00")  # not yet published
-    assert gateway_revenue(env, capsys)[RESTATED] == v1[0]["revenue_usd"]  # the gateway already serves v1
-    certification_tick(env.instance, env.platform, None, actor="certification_sensor")
+    assert branch_rows(env, finance.name)[RESTATED] == v1  # published by the command itself
+    assert gateway_revenue(env, capsys)[RESTATED] == v1[0]["revenue_usd"]
+    certification_tick(env.instance, env.platform, None, actor="certification_sensor")  # nothing left to converge
     days = assert_branch_is_served(env, capsys)
     assert days[RESTATED]["state"] == "WITHDRAWN" and branch_rows(env, finance.name)[RESTATED] == v1
 
@@ -178,7 +178,7 @@ def test_a_crash_between_the_ledger_and_the_branch_converges_on_the_next_tick(en
     def killed(platform):
         raise SystemExit("killed between the ledger's decision and the branch's publish")
 
-    land(env, NEXT_DAY, day_rows(NEXT_DAY, 3, 300))
+    land(env, NEXT_DAY, day_rows(NEXT_DAY, 3, 209))
     monkeypatch.setattr(run_certification, "converge", killed)
     with pytest.raises(SystemExit):
         run_chain(env.defs, env.instance, env.platform, [NEXT_DAY], lane="current")

@@ -116,7 +116,7 @@ def test_an_external_reader_of_the_certified_ref_sees_what_status_serves(env, ca
         return days
 
     agree()  # a clean range
-    land(env, NEXT_DAY, day_rows(NEXT_DAY, 3, 300, scale=100))
+    land(env, NEXT_DAY, day_rows(NEXT_DAY, 3, 209, scale=100))
     assert run_chain(env.defs, env.instance, env.platform, [NEXT_DAY], lane="current").certified == []
     assert agree()[NEXT_DAY]["state"] == "ANOMALY_HELD"  # absent
     assert cli(env, capsys, "anomaly", "approve", "--day", NEXT_DAY, "--owner", OWNER, "--by", "dana@atlasmart.example",

@@ -42,7 +42,7 @@ from ...product.run_certification import certify_run
 from ...store.ledger.day_states import DayStates
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from ..checks.certification_checks import report_day_states
+from ..checks.certification_checks import report_certification_states, report_day_states
 from ..partitions import partition_keys_from_tags
 from ..resources import AtlasmartResource
 from ..tracing import IN_PROCESS, RUN_SPAN_TAG, enabled, flush, record_run
@@ -123,6 +123,10 @@ def certification_tick(instance: dg.DagsterInstance, platform: Platform, cursor:
     if digest != state.get("served_digest"):
         report_day_states(instance, platform, None)  # every day: brought in line with the ledger
         state["served_digest"] = digest
+    elif not touched:
+        # Nothing decided, but a day may have fallen due or late by time alone (PENDING -> DELAYED): the
+        # headline says so without waiting for a decision (no new row when it already says the same).
+        report_certification_states(instance, platform, [])
     return decisions, json.dumps(state, sort_keys=True), sorted(touched), certifying
 
 

@@ -32,6 +32,7 @@ from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
 from ...domain.controls import ControlTuple
 from ...errors import UsageError
 from ...product.canonical_controls import verify_partitions
+from ...product.certified_branch import converge
 from ...product.dashboards import DEFAULT_DASHBOARDS, current, governed_values, tile_values
 from ...product.pii import redact_for
 from ...product.anomaly import ANOMALY_HELD, anomaly_reasons
@@ -177,6 +178,8 @@ class IncidentWorkflow:
         self.store.append(incident_id, now, actor, "containment",
                           f"contained: {len(withdrawn)} certifications withdrawn{keeping}; {held}", data=data)
         self.store.advance(self.get(incident_id), CONTAINED, now, actor, "contained")
+        if withdrawn:
+            converge(self.platform)  # outside engines stop reading the withdrawn version now, not at the next tick
         if self.instance is not None:
             report_day_states(self.instance, self.platform, partitions)
         return data
