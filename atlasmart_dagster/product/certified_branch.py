@@ -109,10 +109,16 @@ def digest(index: dict[str, dict[str, Any]]) -> str:
 
 def published(platform: Platform, spec: TableSpec) -> tuple[int | None, dict[str, dict[str, Any]] | None]:
     """The branch head and what it holds by its index ((None, None): no branch, or no table)."""
-    head, text = platform.warehouse.ref_state(spec, BRANCH, INDEX_PROPERTY)
+    head, _, held = _published(platform, spec)
+    return head, held
+
+
+def _published(platform: Platform, spec: TableSpec) -> tuple[int | None, frozenset[int], dict[str, dict[str, Any]] | None]:
+    """``published`` and the snapshot ids the table still has."""
+    head, text, kept = platform.warehouse.ref_state(spec, BRANCH, INDEX_PROPERTY)
     if head is None:
-        return None, None
-    return head, (json.loads(text) if text else {})
+        return None, kept, None
+    return head, kept, (json.loads(text) if text else {})
 
 
 def _tags(states: DayStates, target: Target) -> dict[str, int]:
@@ -197,10 +203,16 @@ def branch_agrees(platform: Platform, spec: TableSpec, index: dict[str, dict[str
 
     What a reader inside the product asks before reading the branch instead of
     each day at its own snapshot: a branch behind the ledger (a decision whose
-    publish has not run yet) is never read.
+    publish has not run yet) is never read. Nor is it while a certified
+    snapshot it stands for is gone from the table (expired behind
+    maintenance's back): the reader then goes to that snapshot and is refused
+    with its name, rather than served by a branch that hides the loss.
     """
-    head, held = published(platform, spec)
+    head, kept, held = _published(platform, spec)
     if head is None:
+        return None
+    wanted = list(index) if days is None else list(days)
+    if any(index[d].get("snapshot_id") not in kept for d in wanted if d in index and index[d].get("snapshot_id")):
         return None
     if days is None:
         return head if _encode(held) == _encode(index) else None

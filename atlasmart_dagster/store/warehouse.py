@@ -508,13 +508,15 @@ class Warehouse:
         found = table.metadata.refs.get(ref) if table is not None else None
         return found.snapshot_id if found is not None else None
 
-    def ref_state(self, spec: TableSpec, ref: str, key: str) -> tuple[int | None, str | None]:
-        """A ref's snapshot id and a table property, read from one version of the metadata (they commit together)."""
+    def ref_state(self, spec: TableSpec, ref: str, key: str) -> tuple[int | None, str | None, frozenset[int]]:
+        """A ref's snapshot id, a table property and every snapshot id the table still has, read from one
+        version of the metadata (they commit together)."""
         table = self.existing(spec)
         if table is None:
-            return None, None
+            return None, None, frozenset()
         found = table.metadata.refs.get(ref)
-        return (found.snapshot_id if found is not None else None), table.metadata.properties.get(key)
+        kept = frozenset(s.snapshot_id for s in table.metadata.snapshots)
+        return (found.snapshot_id if found is not None else None), table.metadata.properties.get(key), kept
 
     def publish_branch(
         self,
