@@ -258,7 +258,10 @@ def test_dockerfile_extra_integrations_match_the_pinned_dagster():
     team = PYPROJECT["project"]["optional-dependencies"]["team"]
     integration_pin = next(dep.split("==")[1] for dep in team if dep.startswith("dagster-postgres=="))
     runs = " ".join(args for instruction, args in _dockerfile() if instruction == "RUN")
-    for pinned in re.findall(r"dagster-[a-z0-9-]+==([0-9.]+)", runs):
+    pins = re.findall(r"dagster-[a-z0-9-]+==([0-9.]+)", runs)
+    # an empty list would pass the loop below: the image installs its integrations pinned, so there must be some
+    assert pins, "the Dockerfile pins no dagster integration (dagster-<name>==<version>) in a RUN line"
+    for pinned in pins:
         assert pinned == integration_pin, f"a dagster integration pinned at {pinned}, not {integration_pin}"
 
 
