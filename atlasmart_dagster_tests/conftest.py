@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
-from pathlib import Path
 
-import dagster as dg
 import pytest
 
-from atlasmart_dagster.defs.resources import AtlasmartResource
-from atlasmart_dagster.store.home import sample_dir
-from atlasmart_dagster.store.platform import Platform
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.s3_server import STARTED_MARK_ENV, stop_server_started_by_workers
 from atlasmart_dagster_tests.team_database import team_deployment  # noqa: F401 - a fixture for every test
+
 
 def pytest_configure(config):
     """In the controlling process of a parallel (pytest-xdist) run, before its workers start: name the
@@ -26,37 +22,6 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     if not hasattr(config, "workerinput"):
         stop_server_started_by_workers()
-
-
-SAMPLE_DAYS = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"]
-
-
-class Env:
-    """A scratch AtlasMart environment: home, landing copy, resource, defs and a Dagster instance."""
-
-    def __init__(self, root: Path, clock: str = "system"):
-        self.root = root
-        self.landing = root / "source" / "landing"
-        shutil.copytree(sample_dir() / "landing", self.landing)
-        shutil.copytree(sample_dir() / "reference", root / "source" / "reference")
-        self.home = root / "home"
-        self.resource = AtlasmartResource(home=str(self.home), landing=str(self.landing), clock=clock)
-        self.platform: Platform = self.resource.platform
-        from atlasmart_dagster.definitions import build_definitions
-
-        self.defs = build_definitions(self.resource)
-        self.instance = dg.DagsterInstance.ephemeral()
-
-    @property
-    def ledger(self):
-        return self.platform.ledger
-
-    @property
-    def warehouse(self):
-        return self.platform.warehouse
-
-    def day_dir(self, partition: str) -> Path:
-        return self.landing / f"sales_date={partition}"
 
 
 @pytest.fixture

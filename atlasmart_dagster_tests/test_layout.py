@@ -221,3 +221,22 @@ def test_a_days_state_is_derived_in_one_place():
     readers = _raw_event_readers()
     assert readers - RAW_EVENT_READERS == set(), "read the day through ledger.partitions.states() (DayStates)"
     assert RAW_EVENT_READERS - readers == set(), "ported: remove it from RAW_EVENT_READERS"
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_test_modules_stand_on_their_own_not_on_conftest():
+    """A test module imports its helpers from a module that says what it holds (``environment``, a folder's
+    own helpers), never from a ``conftest``: pytest loads conftests itself, and an import of one ties the
+    module to where it sits. Fixtures are still used by name."""
+    modules = [p for p in TESTS.rglob("*.py") if p.name != "conftest.py"]
+    assert len(modules) > 100, "the walk found no test modules"
+    offenders = []
+    for path in modules:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if any(name.split(".")[-1] == "conftest" for name in names):
+                offenders.append(f"{path.relative_to(TESTS)}:{node.lineno}")
+    assert not offenders, offenders

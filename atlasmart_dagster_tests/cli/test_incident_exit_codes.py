@@ -9,7 +9,7 @@ from atlasmart_dagster.drills.faults import drift_rename_field
 from atlasmart_dagster.ops.incidents.incident_records import INCIDENTS
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 DAY = "2026-09-21"
 ONCALL = "oncall@atlasmart.example"

@@ -14,7 +14,7 @@ import pytest
 
 from atlasmart_dagster.store.dagster_instance import dagster_instance
 from atlasmart_dagster.store.home import AtlasmartHome
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

@@ -34,7 +34,7 @@ from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.lanes import BACKFILL, LANE_TAG
 from atlasmart_dagster.store.ledger.partition_states import BUILT
 from atlasmart_dagster.store.tables import RAW_ORDER_LINES
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -205,7 +205,7 @@ LOAD = """
 import json, sys
 from pathlib import Path
 from atlasmart_dagster.ops.runs import run_chain
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 env = Env(Path(sys.argv[1]))
 outcome = run_chain(env.defs, env.instance, env.platform, [sys.argv[2]], lane="backfill", log_level="CRITICAL")
 print(json.dumps({"run_id": outcome.run_id, "success": outcome.success,

@@ -17,7 +17,7 @@ from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.ledger.partition_states import BUILT
 from atlasmart_dagster.store.platform import Platform
 from atlasmart_dagster.store.tables import FACT_SALES
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 pytestmark = pytest.mark.slow

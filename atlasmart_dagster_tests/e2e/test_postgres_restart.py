@@ -12,7 +12,7 @@ import pytest
 
 from atlasmart_dagster.defs.assets.step import STEP_START_HOOKS, Step
 from atlasmart_dagster.ops.runs import run_chain, run_reference
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.team_database import _admin
 
 pytestmark = pytest.mark.slow

@@ -26,7 +26,7 @@ from atlasmart_dagster.defs import tracing
 from atlasmart_dagster.defs.assets.step import STEP_START_HOOKS, Step
 from atlasmart_dagster.ops.observability.prometheus import registry_for
 from atlasmart_dagster.ops.runs import run_chain, run_reference
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.s3_server import s3_team_environment, server_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.exclusive]  # it stops the S3 gateway every S3 test uses

@@ -23,7 +23,7 @@ from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.object_store import S3Location, S3Store, object_store_fault
 from atlasmart_dagster.store.raw_store import MANIFEST_NAME
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS, FACT_SALES, MART_FINANCE_DAILY_SALES, TABLES_BY_NAME
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.s3_server import s3_team_environment
 
 pytestmark = pytest.mark.slow

@@ -48,7 +48,7 @@ import pytest
 from atlasmart_dagster.defs.assets.served import served_asset
 from atlasmart_dagster.store.tables import DAILY_CHAIN
 from atlasmart_dagster.product.lanes import DAGSTER_BACKFILL_TAG
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 pytestmark = pytest.mark.slow

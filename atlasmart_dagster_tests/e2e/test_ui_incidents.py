@@ -35,7 +35,7 @@ from atlasmart_dagster.ops.runs import run_chain, run_reference
 from atlasmart_dagster.product.contract_approvals import approve
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.dagster_instance import dagster_instance
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.e2e.test_ui_browser import (
     BIN,
     CHROMIUM,

@@ -11,7 +11,7 @@ from atlasmart_dagster.product.published_controls import fingerprints_of
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.ledger.partition_states import CERTIFIED
 from atlasmart_dagster.store.tables import FACT_SALES, MART_FINANCE_DAILY_SALES
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - both deployments
 
 

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from atlasmart_dagster.ops.dagster_backfill_adapter import queue_asset_backfill
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS
 
 
 def test_a_queued_backfill_holds_the_assets_partitions_and_tags(env):

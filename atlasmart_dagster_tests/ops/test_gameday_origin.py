@@ -1,7 +1,7 @@
 """A tick's runs carry the tags Dagster's UI reads for who launched a run, as the daemon's would."""
 
 from atlasmart_dagster.ops.gameday import SCHEDULE_NAME_TAG, SENSOR_NAME_TAG, tick
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 
 def test_tick_runs_name_the_schedule_or_sensor_that_started_them(tmp_path):

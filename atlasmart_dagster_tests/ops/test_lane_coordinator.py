@@ -7,7 +7,7 @@ from atlasmart_dagster.ops.lane_coordinator import LaneRunCoordinator, lane_tags
 from atlasmart_dagster.product.lanes import LANE_TAG
 from atlasmart_dagster.store.clock import LogicalClock, parse_ts
 from atlasmart_dagster.store.dagster_instance import packaged_instance_config
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 NOW = parse_ts("2026-09-22T08:10:00Z")  # 2026-09-21 is the current day
 

@@ -5,7 +5,7 @@ from atlasmart_dagster.ops.maintenance import expire_snapshots, protected_snapsh
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.serving import read_certified
 from atlasmart_dagster.store.tables import FACT_SALES, MART_FINANCE_DAILY_SALES
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS
 
 
 def test_expiry_keeps_served_versions_and_their_chain(env):

@@ -28,7 +28,7 @@ from atlasmart_dagster.store.ledger.postgres_engine import SCHEMA
 from atlasmart_dagster.store.platform import Platform
 from atlasmart_dagster.store.raw_store import sha256_file
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS, METRIC_GROSS_REVENUE, TABLES_BY_NAME
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.team_database import scratch_database
 
 TEAM_ENV = ("ATLASMART_DATABASE_URL", "ATLASMART_WAREHOUSE")

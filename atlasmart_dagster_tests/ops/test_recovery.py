@@ -13,7 +13,7 @@ from atlasmart_dagster.ops.runs import run_chain, run_reference
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.platform import Platform
 from atlasmart_dagster.store.tables import FACT_SALES, TABLES_BY_NAME
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS
 
 
 @pytest.fixture

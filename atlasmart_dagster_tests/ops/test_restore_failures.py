@@ -22,7 +22,7 @@ from atlasmart_dagster.ops.runs import run_chain, run_reference
 from atlasmart_dagster.store.platform import Platform
 from atlasmart_dagster.store.raw_store import sha256_file
 from atlasmart_dagster.store.tables import FACT_SALES
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 
 
 def tree(root: Path) -> dict[str, str]:

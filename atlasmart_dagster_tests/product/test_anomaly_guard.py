@@ -24,7 +24,7 @@ from atlasmart_dagster.product.anomaly import ANOMALY_HELD, PROFILE_KEY, judge, 
 from atlasmart_dagster.product.serving import partition_status, read_certified
 from atlasmart_dagster.store.ledger.partition_states import CERTIFIED
 from atlasmart_dagster.store.tables import METRIC_GROSS_REVENUE
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.landing_batches import write_batch
 
 NEXT_DAY = "2026-09-22"

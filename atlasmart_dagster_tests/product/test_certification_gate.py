@@ -81,7 +81,7 @@ def test_the_gate_reads_each_snapshot_only_for_the_days_built_into_it(tmp_path, 
     from atlasmart_dagster.product.certification_gate import GateEvidence, decide
     from atlasmart_dagster.store.ledger.partition_states import BUILT
     from atlasmart_dagster.store.tables import CERTIFIED_ASSETS
-    from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+    from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 
     env = Env(tmp_path)
     # three rows per chunk: the sample's five days land in several snapshots of each table

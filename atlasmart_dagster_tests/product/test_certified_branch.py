@@ -23,7 +23,7 @@ from atlasmart_dagster.ops.maintenance import expire_snapshots, remove_orphan_fi
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.certified_branch import BRANCH, INDEX_PROPERTY, publish_certified, tag_name
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS, FACT_SALES, MART_FINANCE_DAILY_SALES, TABLES_BY_NAME
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 from .test_anomaly_guard import NEXT_DAY, OWNER, day_rows, land

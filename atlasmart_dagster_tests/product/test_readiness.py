@@ -9,7 +9,7 @@ import pytest
 from atlasmart_dagster.errors import RawEvidenceConflict, SourceNotReady
 from atlasmart_dagster.product.readiness import prepare_partition, prepare_partitions
 from atlasmart_dagster.store.warehouse import duckdb_connection
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.landing_batches import patch_manifest, read_rows, write_batch
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)

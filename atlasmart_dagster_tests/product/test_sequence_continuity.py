@@ -12,7 +12,7 @@ from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.batch_lifecycle import REINSTATED, RETIRED, BatchDecisionError, decide
 from atlasmart_dagster.store.ledger.partition_states import BLOCKED_UPSTREAM
 from atlasmart_dagster.store.tables import ALL_TABLES
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - the ledger query on SQLite and Postgres
 

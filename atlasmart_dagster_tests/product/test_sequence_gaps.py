@@ -14,7 +14,7 @@ import pytest
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.product.batch_lifecycle import sequence_gaps
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 DAY = "2026-09-22"

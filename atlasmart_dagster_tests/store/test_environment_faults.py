@@ -25,7 +25,7 @@ import sqlalchemy.exc
 
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.store.platform import Platform, quiet_postgres_retries
-from atlasmart_dagster_tests.store.conftest import BACKFILL, QUERY, demo_home, one_line, run
+from atlasmart_dagster_tests.store.damaged_home import BACKFILL, QUERY, demo_home, one_line, run
 
 
 def _mount(*args: str) -> None:

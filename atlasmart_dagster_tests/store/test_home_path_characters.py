@@ -8,7 +8,7 @@ they are strict xfails, so they turn into failures (to be unmarked) once fixed.
 import pytest
 
 from atlasmart_dagster.ops.runs import run_chain, run_reference
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 DAY = "2026-09-20"
 

@@ -3,7 +3,7 @@
 from datetime import datetime, timezone
 
 from atlasmart_dagster.store.ledger.partition_states import CERTIFIED
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - embedded and team
 
 AT = datetime(2026, 9, 22, 8, 10, tzinfo=timezone.utc)

@@ -25,8 +25,8 @@ from atlasmart_dagster.store.ledger.postgres_engine import SCHEMA
 from atlasmart_dagster.store.platform import Platform
 from atlasmart_dagster.store.tables import MART_FINANCE_DAILY_SALES
 from atlasmart_dagster.store.warehouse import HOME_ID_PROPERTY
-from atlasmart_dagster_tests.conftest import Env
-from atlasmart_dagster_tests.store.conftest import BACKFILL, QUERY, demo_home, one_line, run
+from atlasmart_dagster_tests.environment import Env
+from atlasmart_dagster_tests.store.damaged_home import BACKFILL, QUERY, demo_home, one_line, run
 from atlasmart_dagster_tests.team_database import scratch_database
 
 

@@ -26,7 +26,7 @@ from atlasmart_dagster.store.ledger.postgres_engine import SCHEMA
 from atlasmart_dagster.store.locks import lane_lock
 from atlasmart_dagster.store.tables import FACT_SALES
 from atlasmart_dagster.store.warehouse import Warehouse
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.team_database import scratch_database
 
 

@@ -34,7 +34,7 @@ from atlasmart_dagster.store.tables import (
     Column,
     TableSpec,
 )
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 DAYS = ["2026-09-17", "2026-09-18"]
 

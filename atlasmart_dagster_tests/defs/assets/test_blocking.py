@@ -45,7 +45,7 @@ from atlasmart_dagster.store.tables import (
     RAW_ORDER_LINES,
     STG_ORDER_LINES,
 )
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 from atlasmart_dagster_tests.warehouse_tampering import edit_stored_manifest, next_commit_loses_a_row, publish_changed
 

@@ -13,7 +13,7 @@ from atlasmart_dagster.store.tables import (
     MART_FINANCE_DAILY_SALES,
     QUARANTINE_ORDER_LINES,
 )
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS
 
 EXPECTED = {
     "2026-09-17": ((1, 1, 0), (1, 1, 1, 80, 50, 30)),

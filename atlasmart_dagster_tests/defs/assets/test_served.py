@@ -12,7 +12,7 @@ from atlasmart_dagster.defs.checks.certification_checks import CERTIFICATION_STA
 from atlasmart_dagster.defs.partitions import daily_partitions
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 DAYS = ["2026-09-19", "2026-09-20"]

@@ -10,7 +10,7 @@ from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.ledger.partition_states import CERTIFICATION_REFUSED, CERTIFIED
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 MART = "mart_finance_daily_sales"
 

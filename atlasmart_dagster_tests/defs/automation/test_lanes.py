@@ -14,7 +14,7 @@ from atlasmart_dagster.product.lanes import DAGSTER_BACKFILL_TAG, LANE_TAG, guar
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.dagster_instance import packaged_instance_config
 from atlasmart_dagster.store.ledger.partition_states import BUILT
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 NOW = datetime(2026, 9, 22, 9, 0, tzinfo=timezone.utc)  # the current partition is 2026-09-21
 

@@ -6,7 +6,7 @@ from atlasmart_dagster.defs.automation.sensors import landing_manifest_sensor
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 DAY = "2026-09-20"

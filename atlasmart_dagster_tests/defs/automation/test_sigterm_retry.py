@@ -20,7 +20,7 @@ from atlasmart_dagster.store import warehouse
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.dagster_instance import dagster_instance
 from atlasmart_dagster.store.home import AtlasmartHome
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 DAY = "2026-09-21"  # ready at 08:04; the 08:00 schedule of 2026-09-22 loads it

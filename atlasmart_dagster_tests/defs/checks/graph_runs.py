@@ -9,7 +9,7 @@ import dagster as dg
 from atlasmart_dagster.store.tables import DAILY_CHAIN
 from atlasmart_dagster.defs.partitions import range_tags
 from atlasmart_dagster.product.lanes import DAGSTER_BACKFILL_TAG
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 
 def graph_selection_job(env: Env, only_checks: Sequence[dg.AssetCheckKey] | None = None) -> dg.JobDefinition:

@@ -21,7 +21,7 @@ from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.serving import known_partitions, partition_statuses
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.defs.checks.graph_runs import (
     certify_via_sensor,
     check_history,

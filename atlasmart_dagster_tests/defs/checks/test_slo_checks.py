@@ -7,7 +7,7 @@ from atlasmart_dagster.defs.checks.certification_checks import report_day_states
 from atlasmart_dagster.defs.checks.slo_checks import SLO_CHECK_KEYS
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.defs.checks.graph_runs import (
     certify_via_sensor,
     check_history,

@@ -9,7 +9,7 @@ from atlasmart_dagster.ops.access.gateway import Gateway
 from atlasmart_dagster.ops.access.policy import PRINCIPALS, ROLES, AccessDenied, matrix, principal_for, validate_policy
 from atlasmart_dagster.ops.runs import run_chain, run_reference
 from atlasmart_dagster.store.tables import TABLES_BY_NAME
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 
 PII = ["Avery Synthetic", "avery@example.invalid", "Blake Synthetic", "blake@example.invalid", "Synthetic",
        "example.invalid"]

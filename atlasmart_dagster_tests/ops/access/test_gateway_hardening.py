@@ -12,7 +12,7 @@ from atlasmart_dagster.ops.access.gateway import Gateway, QueryError, QueryLimit
 from atlasmart_dagster.ops.access.policy import CERTIFIED, ROLES, AccessDenied, Grant, Role, validate_policy
 from atlasmart_dagster.ops.runs import run_chain, run_reference
 from atlasmart_dagster.store.tables import FACT_SALES, MART_FINANCE_DAILY_SALES
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 
 CERTIFIED_DAYS, UNCERTIFIED_DAY = SAMPLE_DAYS[:-1], SAMPLE_DAYS[-1]
 NEVER_ENDS = "SELECT max(i * 2) AS m FROM range(20000000000) t(i)"

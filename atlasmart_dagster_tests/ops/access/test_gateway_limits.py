@@ -15,7 +15,7 @@ from atlasmart_dagster.ops.access.access_log import access_log
 from atlasmart_dagster.ops.access.engine_process import EngineFailed, run_in_child
 from atlasmart_dagster.ops.access.gateway import Gateway, QueryError, QueryLimits
 from atlasmart_dagster.ops.runs import run_chain, run_reference
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 
 CAP = "256MB"
 CAP_BYTES = 256 * 10**6

@@ -17,7 +17,7 @@ from atlasmart_dagster.drills.faults import corrupt_aggregate_cost, drift_rename
 from atlasmart_dagster.ops.incidents.incident_sensor import incident_sensor
 from atlasmart_dagster.ops.runs import run_chain, run_checks
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 
 def stop_day_by_contract_drift(env: Env, day: str) -> str:

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from atlasmart_dagster.cli.main import main
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 DAY_CHAIN = {"raw_order_lines", "stg_order_lines", "quarantine_order_lines", "fact_sales", "agg_daily_sales",
              "metric_gross_revenue", "mart_finance_daily_sales", "mart_executive_revenue",

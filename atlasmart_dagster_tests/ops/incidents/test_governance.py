@@ -11,7 +11,7 @@ from atlasmart_dagster.product.dashboards import EXECUTIVE_DASHBOARD, Dashboard,
 from atlasmart_dagster.product.run_certification import certify_run
 from atlasmart_dagster.product.slo import latest_results
 from atlasmart_dagster.store.clock import RUN_FINISHED, RUN_STARTED, LogicalClock
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 
 DAY = "2026-09-21"
 ONCALL = "oncall@atlasmart.example"

@@ -12,7 +12,7 @@ from atlasmart_dagster.drills.faults import corrupt_aggregate_cost
 from atlasmart_dagster.ops.runs import run_chain, run_checks
 from atlasmart_dagster.product.dashboards import EXECUTIVE_DASHBOARD, Dashboard, Tile
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 from .consumer_language import internal_names, notices_in, problems
 

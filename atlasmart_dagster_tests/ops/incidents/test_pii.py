@@ -9,7 +9,7 @@ from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.product.pii import REDACTED, redact
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.tables import DIM_CUSTOMER
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 REPORT = ("CASEY SYNTHETIC (Casey@Example.Invalid) and the colleague of casey   synthetic, devon synthetic, "
           "say revenue for the 19th looks low")

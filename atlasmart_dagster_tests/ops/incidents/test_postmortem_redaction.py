@@ -6,7 +6,7 @@ import pytest
 
 from atlasmart_dagster.product.pii import REDACTED
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 from .test_pii import ledger_text
 from .test_restatement_incident import DAY, ONCALL, cli, held  # noqa: F401 - the fixture

@@ -6,7 +6,7 @@ from atlasmart_dagster.ops.incidents.detection import detect
 from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 DAY = "2026-09-19"
 

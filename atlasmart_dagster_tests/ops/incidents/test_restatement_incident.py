@@ -7,7 +7,7 @@ import pytest
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch
 
 from .consumer_language import problems

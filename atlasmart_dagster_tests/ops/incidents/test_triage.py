@@ -6,7 +6,7 @@ from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.run_certification import certify_run
 from atlasmart_dagster.store.clock import RUN_FINISHED, RUN_STARTED, LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 from .consumer_language import problems
 

@@ -13,7 +13,7 @@ import pytest
 from atlasmart_dagster.ops.runs import run_chain, run_golden_checks
 from atlasmart_dagster.product.dashboards import FINANCE_DASHBOARD, Dashboard, Tile
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 from .test_restatement_incident import cli
 

@@ -21,7 +21,7 @@ from atlasmart_dagster.ops.incidents.workflow import IncidentWorkflow
 from atlasmart_dagster.product.contract_approvals import approve
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS, DAILY_CHAIN
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.ops.incidents.faulted_days import stop_day_by_contract_drift, tick
 
 DAY = "2026-09-21"

@@ -7,7 +7,7 @@ import pytest
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - both deployments
 from atlasmart_dagster_tests.ops.incidents.faulted_days import stop_day_by_contract_drift
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 from atlasmart_dagster.ops.notifications import deliver_pending
 from atlasmart_dagster.store.clock import LogicalClock, format_ts, parse_ts
 from atlasmart_dagster.store.ledger.notification_deliveries import FAILED, NOTIFICATION_DELIVERIES, SENT
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.team_database import deployment  # noqa: F401 - embedded and team
 
 from .incidents_to_tell import config, open_incident, resolve

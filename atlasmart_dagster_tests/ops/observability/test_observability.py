@@ -15,7 +15,7 @@ from atlasmart_dagster.ops.observability.prometheus import registry_for
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS
 from atlasmart_dagster_tests.product.test_anomaly_guard import NEXT_DAY, OWNER, day_rows, land
 from atlasmart_dagster_tests.product.test_batch_lifecycle import doubled, resend
 
