@@ -31,7 +31,7 @@ def record_certification_candidates(
         revenue = {p: format(c.revenue_usd, "f") for p, c in controls.items()}
     per_partition = {}
     # Hash before taking the ledger's write lock: the other lane may be writing.
-    fingerprints = fingerprints_by_partition(con, published, spec.partition_column, spec.grain)
+    fingerprints = fingerprints_by_partition(con, published, spec.partition_column, spec.grain, partitions)
     # Certified assets are the last steps of a load: their end is the run's end
     # for the duration SLO (the latest stamp of a run wins).
     finished = step.now(RUN_FINISHED)

@@ -1,8 +1,9 @@
 """Mart layer: certified marts for finance and executives, built from the governed metric.
 
 ``certified_mart`` makes a mart's asset from its spec in the table registry,
-its SQL and the checks beyond the reconciliation every mart has; a new mart is
-one call of it (docs/adding-a-mart.md).
+its SQL, the inputs it reads and the checks beyond the reconciliation every
+mart has; a new mart, of one row per day or of a finer grain, is one call of
+it (docs/adding-a-mart.md).
 """
 
 
@@ -42,15 +43,22 @@ MART_FRESHNESS = dg.FreshnessPolicy.cron(
 )
 
 
-def _mart_step(context, atlasmart: AtlasmartResource, spec: TableSpec, build, checks):
-    """Build the mart (when selected), then evaluate its selected checks on what was published."""
+def _mart_step(context, atlasmart: AtlasmartResource, spec: TableSpec, inputs: Sequence[TableSpec], build, checks):
+    """Build the mart (when selected), then evaluate its selected checks on what was published.
+
+    Each chunk of days registers every input under its own name for ``build()``'s SQL; chunks are planned on
+    the rows all inputs hold per day, so a mart over the fact is as memory-bounded as one over the aggregate.
+    """
     step = Step(context, atlasmart, spec.name)
     if step.builds:
-        counts = step.warehouse.partition_row_counts(AGG_DAILY_SALES, step.partitions)
+        counts: dict[str, int] = {}
+        for source in inputs:
+            for day, rows in step.warehouse.partition_row_counts(source, step.partitions).items():
+                counts[day] = counts.get(day, 0) + rows
         con = duckdb_connection()
         for chunk in plan_chunks(counts, step.platform.chunk_rows):
-            step.warehouse.register(con, AGG_DAILY_SALES, chunk)
-            step.warehouse.register(con, METRIC_GROSS_REVENUE, chunk)
+            for source in inputs:
+                step.warehouse.register(con, source, chunk)
             snapshot_id = step.warehouse.overwrite_sql(spec, con, build(), chunk, step.snapshot_properties())
             record_certification_candidates(step, con, spec, chunk, snapshot_id)
         con.close()
@@ -66,16 +74,21 @@ def certified_mart(
     owner: str,
     description: str,
     build: Callable[[], str],
+    inputs: Sequence[TableSpec] = (AGG_DAILY_SALES, METRIC_GROSS_REVENUE),
     checks: Sequence[MartCheck] = (),
     lineage: dict[str, list[tuple[str, str]]] | None = None,
 ) -> dg.AssetsDefinition:
-    """The asset of a certified mart: ``build()`` is its SQL over ``agg_daily_sales`` and the governed metric.
+    """The asset of a certified mart: ``build()`` is its SQL over ``inputs`` (by default ``agg_daily_sales``
+    and the governed metric), each registered under its table name.
 
-    Every mart carries the control tuple and is reconciled in its own step
-    with the aggregate and the governed metric (``mart_matches_agg_and_metric``,
-    blocking), then with ``checks``; the certification gate certifies it per
-    day from what those checks recorded (``table.certified``).
+    The mart's grain is its registry spec's ``grain``: one row per day, or several (per channel, per
+    region...), whose six control columns add up to the day's. Every mart carries the control tuple and is
+    reconciled in its own step with the aggregate and the governed metric, summed per day
+    (``mart_matches_agg_and_metric``, blocking), then with ``checks``; the certification gate certifies it
+    per day from what those checks recorded (``table.certified``).
     """
+    if not inputs:
+        raise ValueError(f"{table.name}: a mart is built from at least one input")
     reconciles = mart_matches_agg_and_metric_spec(table)
     evaluated: list[MartCheck] = [(reconciles, lambda step: mart_matches_agg_and_metric(step, table)), *checks]
 
@@ -84,7 +97,7 @@ def certified_mart(
         specs=[
             dg.AssetSpec(
                 table.name,
-                **table_asset_args(table, deps=[AGG_DAILY_SALES.name, METRIC_GROSS_REVENUE.name], owners=[owner],
+                **table_asset_args(table, deps=[source.name for source in inputs], owners=[owner],
                                    lineage=lineage),
                 description=description,
                 freshness_policy=MART_FRESHNESS,
@@ -96,7 +109,7 @@ def certified_mart(
     )
     @classified
     def mart(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
-        yield from _mart_step(context, atlasmart, table, build, evaluated)
+        yield from _mart_step(context, atlasmart, table, inputs, build, evaluated)
 
     return mart
 
