@@ -41,13 +41,20 @@ class PermanentError(AtlasmartError):
 
 
 class SourceNotReady(PermanentError):
-    """The landing zone does not (yet) hold a complete, truthful batch."""
+    """The landing zone does not (yet) hold a complete, truthful batch.
+
+    ``waiting`` says which: True when nothing complete has arrived yet (no folder, no manifest, a manifest
+    not yet ready, a retired batch awaiting its replacement), so the day is *late*; False when a delivery is
+    there and was refused (a lying manifest, a bad hash, a malformed file), so the day's source is *wrong*.
+    Detection titles the incident by that mechanism.
+    """
 
     kind = "source_not_ready"
 
-    def __init__(self, partition: str, problems: list[str], scope: str | None = None):
+    def __init__(self, partition: str, problems: list[str], scope: str | None = None, waiting: bool = False):
         self.partition = partition
         self.problems = list(problems)
+        self.waiting = waiting
         super().__init__(f"source not ready for {scope or 'sales_date=' + partition}: " + "; ".join(self.problems))
 
 

@@ -200,7 +200,7 @@ def _precheck(platform: Platform, partition: str, now: datetime, contract_for: C
             raise SourceNotReady(partition, [
                 f"the landed batch {named} was retired by {why.actor} ({why.reason}) and no other batch of the day "
                 "is accepted: waiting for a new delivery"
-            ])
+            ], waiting=True)
         folder = landing.folder(partition)
         if not os.path.lexists(folder):
             problem = f"no landing folder {folder.name}/ and no manifest (the batch has not arrived)"
@@ -213,7 +213,7 @@ def _precheck(platform: Platform, partition: str, now: datetime, contract_for: C
                 "manifest _manifest.json missing (the ERP writes it last, so the batch is incomplete); "
                 f"folder holds: {', '.join(present) or 'nothing'}"
             )
-        raise SourceNotReady(partition, [problem])
+        raise SourceNotReady(partition, [problem], waiting=True)
     held = next((s for s in stored if s.batch_id == named), None)
     if held is not None:
         # Not a new delivery: the day is replayed from the raw store, whatever the landing copy says now.
@@ -226,6 +226,9 @@ def _precheck(platform: Platform, partition: str, now: datetime, contract_for: C
         problems.append(
             f"manifest declares ready_at {format_ts(manifest.ready_at)}, later than now {format_ts(now)}"
         )
+        not_yet = len(problems) == 1  # the delivery declares itself not ready: nothing is wrong with it yet
+    else:
+        not_yet = False
     contract = contract_for(manifest)
     if contract is None:
         if manifest.schema_version in CONTRACTS:
@@ -245,7 +248,7 @@ def _precheck(platform: Platform, partition: str, now: datetime, contract_for: C
         # outside the landing zone, or anywhere), a named pipe or a device is never followed or read.
         problems.append(f"data file {refused}: nothing was admitted")
     if problems:
-        raise SourceNotReady(partition, problems)
+        raise SourceNotReady(partition, problems, waiting=not_yet and len(problems) == 1)
     return _Plan(partition, stored, landed=_Landed(partition, manifest, manifest_bytes, data_path, contract))
 
 

@@ -43,12 +43,13 @@ def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
     now = step.now()
     contract_for = resolver(step.ledger)  # the approvals, read once for the whole range
     sources: dict[str, PartitionSource] = {}
-    blocked: dict[str, list[str]] = {}
+    refusals: dict[str, SourceNotReady] = {}
     for partition, outcome in prepare_partitions(step.platform, step.partitions, now, con, contract_for).items():
         if isinstance(outcome, SourceNotReady):
-            blocked[partition] = outcome.problems
+            refusals[partition] = outcome
         else:
             sources[partition] = outcome
+    blocked = {partition: refusal.problems for partition, refusal in refusals.items()}
     for partition, problems in blocked.items():
         step.ledger.partitions.append(
             RAW_ORDER_LINES.name,
@@ -59,11 +60,12 @@ def prepare_sources(step: Step, con) -> dict[str, PartitionSource]:
             run_id=step.run_id,
             lane=step.lane,
             reason="source not ready",
-            detail={"problems": problems},
+            # waiting: nothing complete arrived yet (late); else a delivery was refused (wrong)
+            detail={"problems": problems, "waiting": refusals[partition].waiting},
         )
         step.log_partition(partition, "blocked_upstream", problems=problems)
     if blocked and len(step.partitions) == 1:
-        raise SourceNotReady(step.partitions[0], blocked[step.partitions[0]])
+        raise refusals[step.partitions[0]]
     if blocked:
         # A range is all or nothing: publishing the ready days of a repair
         # would leave the range half old, half new with no way to tell.

@@ -7,7 +7,11 @@ Signals come from the ledger and the Dagster instance:
   not certify by its deadline (its availability miss is recorded here, once
   the deadline passed, so the miss exists even though nothing was delivered);
 * a run for the certified chain failed (other than "source not ready");
-* a day is still blocked upstream ``SOURCE_LATE_GRACE`` minutes after its schedule;
+* a day is still blocked upstream ``SOURCE_LATE_GRACE`` minutes after its schedule
+  because nothing complete has arrived (late);
+* a delivery was refused by the readiness gate (a lying manifest, a bad hash,
+  a malformed file): the source is wrong, not late, whether or not the day is
+  served already, so it is signalled at once;
 * a re-send the restatement guard held, or a day the anomaly guard held;
 * a consumer reported a problem (``atlasmart incident report``);
 * raw evidence was lost: the ledger accepted a batch the raw store no longer
@@ -21,6 +25,7 @@ check); otherwise it opens a new one.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Any
 
@@ -89,6 +94,8 @@ def _source_late_signals(platform: Platform, now: datetime) -> list[dict[str, An
         last_built[e.partition] = max(e.id, last_built.get(e.partition, e.id))
     for event in blocked:
         partition = event.partition
+        if not event.detail.get("waiting", True):
+            continue  # a refused delivery is wrong, not late: _source_rejected_signals
         if partition in seen or now < scheduled_at(partition) + SOURCE_LATE_GRACE:
             continue
         if all(partition in by_partition for by_partition in served):
@@ -106,6 +113,29 @@ def _source_late_signals(platform: Platform, now: datetime) -> list[dict[str, An
             "expected": {"ready_by": format_ts(scheduled_at(partition))},
             "detail": f"{partition} still blocked upstream at {format_ts(now)}: "
             + "; ".join(event.detail.get("problems", [])),
+        })
+    return signals
+
+
+def _source_rejected_signals(platform: Platform) -> list[dict[str, Any]]:
+    """A delivery the readiness gate refused: one signal per day and distinct refusal, from any launch path."""
+    signals, seen = [], set()
+    for event in platform.ledger.partitions.events(asset="raw_order_lines", states=(BLOCKED_UPSTREAM,)):
+        if event.detail.get("waiting", True):
+            continue
+        problems = list(event.detail.get("problems", []))
+        key = f"source_rejected:{event.partition}:" + hashlib.sha256("\n".join(problems).encode()).hexdigest()[:16]
+        if key in seen:
+            continue  # the same refusal again (a retry, a re-launch): already one signal
+        seen.add(key)
+        signals.append({
+            "key": key,
+            "kind": "source_rejected",
+            "asset": "raw_order_lines",
+            "partition": event.partition,
+            "run_id": event.run_id,
+            "observed": {"problems": problems},
+            "detail": f"the delivery of {event.partition} was refused: " + "; ".join(problems),
         })
     return signals
 
@@ -213,7 +243,7 @@ def _raw_evidence_lost_signals(platform: Platform) -> list[dict[str, Any]]:
 def collect_signals(platform: Platform, instance: dg.DagsterInstance | None = None) -> list[dict[str, Any]]:
     now = platform.clock.now()
     signals = (_check_signals(platform) + _slo_signals(platform) + _source_late_signals(platform, now)
-               + _restatement_signals(platform) + _anomaly_signals(platform) + _raw_evidence_lost_signals(platform))
+               + _source_rejected_signals(platform) + _restatement_signals(platform) + _anomaly_signals(platform) + _raw_evidence_lost_signals(platform))
     if instance is not None:
         signals += _run_failure_signals(platform, instance)
     return signals
@@ -223,6 +253,8 @@ TITLES = {
     "check_failed": lambda s: f"Check failed: {s['asset']}:{s['check']} for {s['partition']}",
     "slo_missed": lambda s: f"SLO missed: {s['objective']} for {s['partition']}",
     "source_late": lambda s: f"Source late: {s['partition']} not ready after its 08:00 schedule",
+    "source_rejected": lambda s: (f"Source rejected: the delivery of {s['partition']} was refused: "
+                                  + "; ".join(s["observed"]["problems"])[:120]),
     "run_failed": lambda s: f"Run failed: {s['job']} for {s['partition']}",
     "restatement_held": lambda s: f"Restatement held: a re-send of {s['partition']} moves certified figures beyond tolerance",
     "anomaly_held": lambda s: f"Anomaly held: {s.get('summary') or s['partition'] + ' is far from its history'}",

@@ -133,6 +133,19 @@ def _source_late(signal: dict[str, Any]) -> dict[str, Any]:
                  f"not delivered {at}", f"delivered by {_when(scheduled_at(day))}" if day else None)
 
 
+def _source_rejected(signal: dict[str, Any]) -> dict[str, Any]:
+    day = signal.get("partition")
+    problems = (signal.get("observed") or {}).get("problems", [])
+    shortfall = _shortfall(problems)
+    if shortfall:
+        received, announced = shortfall
+        return _item(day, INCOMPLETE, "the source system delivered only part of the sales of the day",
+                     f"{received} of {announced} order lines received",
+                     f"all {announced} order lines the source system announced")
+    return _item(day, UNAVAILABLE, "the source system's delivery of the day failed its delivery checks and was "
+                                   "refused; nothing of it was published")
+
+
 def _slo_missed(signal: dict[str, Any]) -> dict[str, Any]:
     day, objective = signal.get("partition"), signal.get("objective")
     value = _number((signal.get("observed") or {}).get("value"))
@@ -206,6 +219,7 @@ def _run_failed(signal: dict[str, Any]) -> dict[str, Any]:
 
 ITEMS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "source_late": _source_late,
+    "source_rejected": _source_rejected,
     "slo_missed": _slo_missed,
     "check_failed": _check_failed,
     "run_failed": _run_failed,

@@ -7,10 +7,14 @@ import pytest
 from atlasmart_dagster.product.pii import REDACTED, redact
 
 
-def _seconds(text: str) -> float:
-    start = time.perf_counter()
-    redact(text)
-    return time.perf_counter() - start
+def _seconds(text: str, repeats: int = 5) -> float:
+    """The fastest of a few calls: a busy machine (a parallel test run) only ever makes a call slower."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        redact(text)
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 @pytest.mark.parametrize("unit", ["x", "a.", "a@", "a@b.", "é"])
