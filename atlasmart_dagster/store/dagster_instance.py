@@ -98,8 +98,7 @@ def prepare_dagster_home(home: AtlasmartHome) -> Path:
     The embedded storage (SQLite in the folder) is created here, under the
     storage lock, so that no run started on the folder afterwards creates or
     stamps a database (two first runs at once could stamp one twice). The team
-    deployment's storage is the shared Postgres database, which
-    ``atlasmart migrate`` prepares.
+    deployment's storage is the shared Postgres database, not created here.
     """
     target = home.dagster_home
     with _first_use_lock(target, "inside the AtlasMart home"):
