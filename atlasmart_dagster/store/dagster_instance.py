@@ -9,8 +9,13 @@ show up in the UI started with ``DAGSTER_HOME=$ATLASMART_HOME/dagster dagster de
 Creating an instance creates its SQLite storage the first time. Dagster does
 not guard that against a second process doing the same (two first commands on
 a fresh home left two rows in ``alembic_version`` and every later command
-failed with "more than one head"), so it happens under a file lock in the
-instance folder.
+failed with "more than one head"). So ``prepare_dagster_home`` (``atlasmart
+dagster-home``) creates the whole storage, migrated, before it returns the
+folder: a ``dagster`` command started on it never creates a database. Atlasmart's
+own commands prepare the folder under a file lock in it, and the pooled storage
+creates any database under its storage lock
+(``dagster_sqlite_adapter.storage_lock``), which also repairs a doubled version
+left by an earlier race, or refuses it with the fix.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Iterator
 import dagster as dg
 
 from ..errors import UsageError
+from .dagster_sqlite_adapter import STORAGE_LOCK_NAME, prepare_storage, storage_lock
 from .home import AtlasmartHome
 
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
@@ -87,10 +93,18 @@ def _write_config(home: AtlasmartHome, folder: Path) -> None:
 
 
 def prepare_dagster_home(home: AtlasmartHome) -> Path:
-    """Create ``<home>/dagster`` with the project's dagster.yaml (kept if it exists)."""
+    """Create ``<home>/dagster`` with the project's dagster.yaml (kept if it exists) and its storage, migrated.
+
+    The embedded storage (SQLite in the folder) is created here, under the
+    storage lock, so that no run started on the folder afterwards creates or
+    stamps a database (two first runs at once could stamp one twice). The team
+    deployment's storage is the shared Postgres database, not created here.
+    """
     target = home.dagster_home
     with _first_use_lock(target, "inside the AtlasMart home"):
         _write_config(home, target)
+        if not home.team:
+            dg.DagsterInstance.from_config(str(target)).dispose()
     return target
 
 
@@ -109,8 +123,12 @@ def dagster_instance(home: AtlasmartHome) -> dg.DagsterInstance:
         # A folder that did not exist (here, or in a concurrent first command,
         # which leaves only the lock file) gets the project's instance, as
         # `atlasmart dagster-home` prepares it; an existing one is the operator's.
-        if missing or {p.name for p in folder.iterdir()} == {INIT_LOCK_NAME}:
+        if missing or {p.name for p in folder.iterdir()} <= {INIT_LOCK_NAME, STORAGE_LOCK_NAME}:
             _write_config(home, folder)
+        # An operator's folder may hold Dagster's own SQLite storage: a doubled
+        # version there is repaired (or refused with the fix) like the pooled one's.
+        with storage_lock(str(folder)):
+            prepare_storage(str(folder))
         return dg.DagsterInstance.get()
 
 

@@ -37,20 +37,41 @@ AtlasMart subclasses Dagster's storage internals;
 ``atlasmart_dagster_tests/store/test_dagster_sqlite_adapter.py`` pins what it
 relies on (the ``_connect(shard)`` hook, the folder layout, watchers seeing
 its writes) and fails on an upgrade that changes it.
+
+Creating the storage the first time is serialised across processes. Dagster
+creates each SQLite database (``runs.db``, ``schedules.db``, the event log's
+shards) on first open, checks its ``alembic_version`` and stamps it, without a
+lock across processes: two first commands at once on a fresh folder could both
+stamp, leaving two rows in ``alembic_version`` (one at the head, one at the
+revision Dagster stamps on tables it finds without a version), and every later
+open failed with "more than one head present". Here every creation and stamp
+happens under an ``flock`` on ``.atlasmart-storage.lock`` in the instance
+folder, and before a database is opened a doubled version is repaired when both
+rows lie on one migration line (the newest is kept; the tables are Dagster's
+current ones) or refused with the commands that fix it
+(``repair_schema_versions``). ``atlasmart dagster-home`` creates the whole
+storage this way before it returns, so no run ever starts on a fresh folder.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import sqlite3
+import sys
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 import sqlalchemy as db
+from alembic.script import ScriptDirectory
+from alembic.script.revision import RevisionError
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
+from dagster._core.storage.runs.sqlite import sqlite_run_storage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
+from dagster._core.storage.sql import get_alembic_config
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
 from dagster._serdes import ConfigurableClassData
 from dagster._utils import mkdir_p
@@ -61,6 +82,122 @@ _BUSY_TIMEOUT_SECONDS = 15
 # Engines kept open: the index plus the run shards a process is writing or
 # reading now (a range run writes one; the webserver reads a few).
 _OPEN_SHARDS = 6
+# The lock file, in the instance folder, held while a database of its storage is created or stamped.
+STORAGE_LOCK_NAME = ".atlasmart-storage.lock"
+# Where Dagster's SQLite storage keeps its databases under the instance folder.
+RUNS_DB = os.path.join("history", "runs.db")
+INDEX_DB = os.path.join("history", "runs", f"{INDEX_SHARD_NAME}.db")
+SCHEDULES_DB = os.path.join("schedules", "schedules.db")
+
+# The storage lock held by this process: lock file path -> [depth, fd]. Re-entrant within the
+# process (the storage's constructor holds it while the event log it builds takes it again), one
+# flock across processes; a thread waits for the thread that holds it.
+_held: dict[str, list[int]] = {}
+_held_guard = threading.RLock()
+
+
+def _forget_held_locks() -> None:
+    """In a forked child: the parent's lock and its holder thread are not the child's (its copy of the file is closed)."""
+    global _held_guard
+    _held_guard = threading.RLock()
+    for _depth, handle in _held.values():
+        os.close(handle)  # the parent's lock stays held by the parent
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_forget_held_locks)
+
+
+@contextmanager
+def storage_lock(folder: str) -> Iterator[None]:
+    """Hold the exclusive storage lock of the instance folder ``folder`` (waits for its holder)."""
+    path = os.path.join(os.path.abspath(folder), STORAGE_LOCK_NAME)
+    with _held_guard:
+        state = _held.get(path)
+        if state is None:
+            mkdir_p(os.path.dirname(path))
+            handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(handle)
+                raise
+            state = _held[path] = [0, handle]
+        state[0] += 1
+        try:
+            yield
+        finally:
+            state[0] -= 1
+            if state[0] == 0:
+                del _held[path]
+                os.close(state[1])  # releases the lock
+
+
+def _instance_folder_of_event_log(base_dir: str) -> str:
+    """The instance folder holding the event log in ``base_dir`` (``<folder>/history/runs``), else ``base_dir``."""
+    base = os.path.abspath(base_dir)
+    parent, runs = os.path.split(base)
+    grandparent, history = os.path.split(parent)
+    return grandparent if (history, runs) == ("history", "runs") else base
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def _newest_on_one_line(revisions: set[str]) -> str | None:
+    """The revision of ``revisions`` that all the others precede in Dagster's migrations, None if there is none."""
+    script = ScriptDirectory.from_config(get_alembic_config(sqlite_run_storage.__file__))
+    for candidate in revisions:
+        try:
+            line = {rev.revision for rev in script.iterate_revisions(candidate, "base")}
+        except RevisionError:  # a revision this Dagster does not ship
+            return None
+        if revisions <= line:
+            return candidate
+    return None
+
+
+def repair_schema_versions(db_path: str, instance_folder: str) -> None:
+    """Leave at most one row in ``alembic_version`` of the SQLite database ``db_path`` (a missing one is left alone).
+
+    Rows that lie on one migration line are a first creation that two processes
+    raced (the tables are the newest's): the newest is kept, and said once on
+    stderr. Rows on different lines (or unknown to this Dagster) are refused with
+    ``StoreUnreadable`` naming the database and the commands that fix it. Call it
+    under ``storage_lock``.
+    """
+    if not os.path.exists(db_path):
+        return
+    con = sqlite3.connect(db_path, timeout=_BUSY_TIMEOUT_SECONDS)
+    try:
+        if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'").fetchone() is None:
+            return
+        revisions = {row[0] for row in con.execute("SELECT version_num FROM alembic_version")}
+        if len(revisions) < 2:
+            return
+        keep = _newest_on_one_line(revisions)
+        if keep is None:
+            from ..errors import StoreUnreadable  # local: it loads DuckDB, which Dagster's own processes do not need
+
+            raise StoreUnreadable(
+                f"the Dagster database {db_path} has {len(revisions)} schema versions on different migration lines "
+                f"({', '.join(sorted(revisions))}): run sqlite3 {_quote(db_path)} 'DELETE FROM alembic_version' then "
+                f"DAGSTER_HOME={_quote(instance_folder)} dagster instance migrate"
+            )
+        with con:
+            con.execute("DELETE FROM alembic_version WHERE version_num != ?", (keep,))
+    finally:
+        con.close()
+    dropped = ", ".join(sorted(revisions - {keep}))
+    print(f"atlasmart: repaired {db_path}: it had {len(revisions)} schema versions on one migration line "
+          f"(two first opens at once); kept the newest, {keep}, dropped {dropped}", file=sys.stderr)
+
+
+def prepare_storage(instance_folder: str) -> None:
+    """Repair the schema versions of the SQLite storage in ``instance_folder`` (call under ``storage_lock``)."""
+    for name in (RUNS_DB, INDEX_DB, SCHEDULES_DB):
+        repair_schema_versions(os.path.join(instance_folder, name), instance_folder)
 
 
 class PooledSqliteEventLogStorage(SqliteEventLogStorage):
@@ -74,6 +211,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         # shard, each inside one transaction committed when the batch ends.
         self._batch_conns: dict[str, db.Connection] | None = None
         self._batch_thread: int | None = None
+        self._instance_folder = _instance_folder_of_event_log(base_dir)
         super().__init__(base_dir, inst_data=inst_data)
 
     @classmethod
@@ -159,6 +297,14 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             self._engines.move_to_end(shard)
         return engine
 
+    def _initdb(self, engine: db.Engine, for_index_shard: bool = False) -> None:
+        """Dagster's creation and stamp of a shard, under the storage lock (a doubled version repaired first)."""
+        with storage_lock(self._instance_folder):
+            path = engine.url.database
+            if path:
+                repair_schema_versions(path, self._instance_folder)
+            super()._initdb(engine, for_index_shard=for_index_shard)
+
     def _drop(self, shard: str) -> None:
         engine = self._engines.pop(shard, None)
         if engine is not None:
@@ -202,10 +348,14 @@ class PooledSqliteStorage(DagsterSqliteStorage):
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
         # DagsterSqliteStorage.__init__ would open a second, unpooled event
         # log on the same folder; build the same three storages here instead.
+        # Under the storage lock: another process opening the folder for the
+        # first time waits until the databases are created and stamped.
         self.base_dir = base_dir
-        self._run_storage = SqliteRunStorage.from_local(os.path.join(base_dir, "history", ""))
-        self._event_log_storage = PooledSqliteEventLogStorage(os.path.join(base_dir, "history", "runs", ""))
-        self._schedule_storage = SqliteScheduleStorage.from_local(os.path.join(base_dir, "schedules"))
+        with storage_lock(base_dir):
+            prepare_storage(base_dir)
+            self._run_storage = SqliteRunStorage.from_local(os.path.join(base_dir, "history", ""))
+            self._event_log_storage = PooledSqliteEventLogStorage(os.path.join(base_dir, "history", "runs", ""))
+            self._schedule_storage = SqliteScheduleStorage.from_local(os.path.join(base_dir, "schedules"))
         self._inst_data = inst_data
         super(DagsterSqliteStorage, self).__init__()
 
