@@ -32,6 +32,12 @@ import dagster as dg
 EVENT_BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"
 os.environ.setdefault(EVENT_BATCH_SIZE_ENV, "100")
 
+# A code server started with `&` by a non-interactive shell ignored SIGTERM
+# (and SIGINT) until SIGKILL: see defs/dagster_interrupts_adapter.py.
+from .defs import dagster_interrupts_adapter
+
+dagster_interrupts_adapter.install()
+
 from .defs.assets import package_assets
 from .defs.automation.jobs import backfill_sales_job, daily_sales_job, dashboard_checks_job, reference_job
 from .defs.automation.schedules import daily_sales_schedule

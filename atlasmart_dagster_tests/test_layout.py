@@ -34,6 +34,7 @@ PRIVATE_ADAPTERS = {
     "store.iceberg_adapter": "pyiceberg",
     "ops.dagster_backfill_adapter": "dagster",
     "store.dagster_sqlite_adapter": "dagster",
+    "defs.dagster_interrupts_adapter": "dagster",
 }
 WATCHED_LIBRARIES = ("dagster", "pyiceberg", "argparse")
 
