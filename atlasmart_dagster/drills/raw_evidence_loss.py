@@ -127,8 +127,9 @@ def day_record(world: DrillWorld) -> dict[str, Any]:
                                for f in platform.warehouse.data_files(spec, [DAY]))
              for spec in LAYERS}
     served = {}
+    day = platform.ledger.partitions.states([DAY])  # one read of the day (DayStates)
     for asset in CERTIFIED_ASSETS:
-        s = platform.ledger.partitions.served(asset, DAY)
+        s = day.served(asset, DAY)
         served[asset] = None if s is None else {"version": s.version, "fingerprint": s.certification.fingerprint,
                                                 "certified_at": s.certified_at}
     return {"file_sha256": files, "served": served, "state": partition_status(platform, DAY).state}
@@ -263,7 +264,7 @@ def step_recertified_identical(drill: RawEvidenceLossDrill) -> Step:
     w.at("2026-09-23T07:20:00Z")
     outcome = drill.backfill("re-run of the day after the restore", "re-certify the day from its restored raw batch")
     record = day_record(w)
-    raw_built = w.platform.ledger.partitions.events(asset="raw_order_lines", partition=DAY)[-1]
+    raw_built = w.platform.ledger.partitions.states([DAY]).events(asset="raw_order_lines", day=DAY)[-1]
     from_raw = raw_built.run_id == outcome.run_id and drill.batch["batch_id"] in (raw_built.detail.get("batch_ids") or [])
     base = drill.baseline
     same_files = record["file_sha256"] == base["file_sha256"]
