@@ -8,7 +8,7 @@ from pathlib import Path
 from .context import CliContext
 from .output import print_json
 
-DRILLS = ("failed-load", "source-late", "schema-drift", "semantic-bug", "anomaly-hold", "dr")
+DRILLS = ("failed-load", "source-late", "schema-drift", "semantic-bug", "anomaly-hold", "dr", "raw-evidence-loss")
 
 
 def cmd_drill(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -23,6 +23,11 @@ def cmd_drill(args: argparse.Namespace, ctx: CliContext) -> int:
         from ..drills.dr import run_drill as run_dr  # lazy: loaded by its command only
 
         summary = run_dr(workdir, ephemeral_instance=ctx.ephemeral_instance, log_level=ctx.log_level)
+        signals = summary.pop("_text")
+    elif args.name == "raw-evidence-loss":
+        from ..drills.raw_evidence_loss import run_drill as run_raw_loss  # lazy: loaded by its command only
+
+        summary = run_raw_loss(workdir, ephemeral_instance=ctx.ephemeral_instance, log_level=ctx.log_level)
         signals = summary.pop("_text")
     else:
         from ..drills.incident_drills import run_incident_drill  # lazy: loaded by its command only

@@ -76,7 +76,7 @@ def run_drill(workdir: Path, ephemeral_instance: bool = False, log_level: str | 
     world.signal("baseline", f"fact rows SHA-256 {sha_before[:16]}…, controls {controls_before}")
 
     world.at("2026-09-23T06:10:00Z")
-    manifest = recovery.backup(platform, Path(workdir) / "backups")
+    manifest = recovery.backup(platform, world.root / "backups")  # wiped with the world on the next run
     world.signal("backup", f"backup {manifest['backup_id']}: {len(manifest['files'])} files, "
                            f"{len(manifest['tables'])} tables, committed state only")
 
