@@ -7,8 +7,9 @@ reads them, need none of that to be imported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 ONCALL = "oncall"  # the on-call route; every other route is a consumer group's
 
@@ -22,8 +23,8 @@ HOLD_WAITING = "hold_waiting"
 DEAD_RUN = "dead_run"
 CONSUMER_NOTICE = "consumer_notice"
 TEST = "test"  # ``atlasmart notify test``: tells nothing, never recorded
-KINDS = (INCIDENT_OPENED, INCIDENT_EVIDENCE, INCIDENT_STATUS, INCIDENT_RESOLVED, WITHDRAWAL, HOLD_WAITING, DEAD_RUN,
-         CONSUMER_NOTICE)
+MESSAGE_KINDS = (INCIDENT_OPENED, INCIDENT_EVIDENCE, INCIDENT_STATUS, INCIDENT_RESOLVED, WITHDRAWAL, HOLD_WAITING,
+                 DEAD_RUN, CONSUMER_NOTICE)  # what the outbox derives (TEST is sent by hand only)
 
 # The facts and details that name who acted (never redacted, see Message.redacted).
 IDENTITIES = ("Opened by", "By", "Resolved by", "opened_by")
@@ -50,7 +51,7 @@ class Message:
     details: dict[str, Any] = field(default_factory=dict)  # structured details (PagerDuty custom_details)
     recipient: str | None = None  # a consumer group's contact (an email channel mails it)
 
-    def redacted(self, clean: Callable[[str], str]) -> "Message":
+    def redacted(self, clean: Callable[[str], str]) -> Message:
         """The message with every text passed through the PII redactor (applied before anything is sent).
 
         Who acted is left as recorded: actors are staff identities (``--actor``,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import atlasmart_dagster.ops.notifications as notifications
+from atlasmart_dagster.ops import notifications
 from atlasmart_dagster.ops.notifications import deliver_pending
 from atlasmart_dagster.ops.notifications.channel_config import CONFIG_FILENAME, NotificationConfigError, load_config
 from atlasmart_dagster.ops.notifications.channels import Sent, post_json, secret

@@ -124,7 +124,7 @@ class Entry:
         check_keys(self.spec, (*COMMON_SETTINGS, *settings), self.path, self.where)
 
     def no_secret(self, key: str, instead: str) -> None:
-        """Refuse a secret written into the file under ``key``; ``instead`` names the setting that names its variable."""
+        """Refuse a secret written in the file under ``key``; ``instead`` is the setting naming its variable."""
         if key in self.spec:
             raise self.error(f"{self.where} holds a {key}: never put a secret in the file; name the environment "
                              f"variable that holds it ({instead})")
@@ -140,7 +140,7 @@ class Entry:
         return number(self.spec.get(key, default), self.path, f"{self.where}.{key}", low, high)
 
     def url(self, value: Any, where: str) -> str:
-        """``value`` if it is an http(s) URL with a host; ``where`` says where it came from (only its scheme is named)."""
+        """``value`` if it is an http(s) URL with a host; ``where`` names where it came from (never the URL)."""
         return http_url(value, self.path, where)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
-from ..channels import Sent, SendFailed, network_reason, secret
+from ..channels import SendFailed, Sent, network_reason, secret
 from ..message import CONSUMER_NOTICE, ONCALL, Message
 from .base import ADDRESS, BaseKind, ChannelSettings, Entry
 

@@ -14,7 +14,7 @@ import socket
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..channels import Sent, SendFailed, post_json, secret
+from ..channels import SendFailed, Sent, post_json, secret
 from ..message import INCIDENT_EVIDENCE, INCIDENT_OPENED, INCIDENT_RESOLVED, INCIDENT_STATUS, ONCALL, TEST, Message
 from .base import BaseKind, ChannelSettings, Entry
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..channels import Sent, SendFailed, post_json, secret
+from ..channels import SendFailed, Sent, post_json, secret
 from ..message import Message
 from .base import BaseKind, ChannelSettings, Entry, without_credentials
 
