@@ -10,28 +10,29 @@ Secrets are never in the file: a channel names the *environment variable*
 that holds its PagerDuty routing key, its SMTP credentials or its webhook URL
 (a Slack webhook URL is itself a credential), and the value is read from the
 environment only when a message is sent. See docs/notifications.md.
+
+A channel's own settings are its kind's to read: the file names a kind the
+registry has (``kinds.KINDS``), the common settings (``timeout_s``) are read
+here, the rest by the kind's ``parse``, and a route is refused when a kind
+says the channel does not belong in it (PagerDuty in a consumer route, an
+on-call email channel without recipients).
 """
 
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
-from urllib.parse import urlsplit
+from typing import Any
 
-from ...errors import UsageError
 from ...store.home import AtlasmartHome
+from .kinds import KINDS, ChannelKind, ChannelSettings, Entry, NotificationConfigError
+from .kinds.base import check_keys, check_mapping, number
+from .message import ONCALL
 
 NOTIFICATIONS_ENV = "ATLASMART_NOTIFICATIONS"
 CONFIG_FILENAME = "notifications.yaml"
-
-WEBHOOK, PAGERDUTY, EMAIL = "webhook", "pagerduty", "email"
-KINDS = (WEBHOOK, PAGERDUTY, EMAIL)
-PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
-PAGERDUTY_SEVERITIES = ("critical", "error", "warning", "info")
-ONCALL = "oncall"
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_MAX_ATTEMPTS = 5
@@ -41,48 +42,40 @@ DEFAULT_BACKOFF_MAX_S = 3600.0
 # home with a long history must not replay it (a failed delivery is retried whatever its age).
 DEFAULT_MAX_AGE_H = 24.0
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ADDRESS = re.compile(r"[^@\s]+@[^@\s]+")
-
-
-class NotificationConfigError(UsageError):
-    """The notification configuration is wrong: nothing is sent until it is fixed."""
+__all__ = ["ONCALL", "Channel", "NotificationConfig", "NotificationConfigError", "load_config", "parse_config"]
 
 
 @dataclass(frozen=True)
 class Channel:
-    """One channel: where messages go, how long a send may take, and the names of the variables holding secrets."""
+    """One channel: its name and kind, how long a send may take, the variables holding its secrets, its kind's settings.
+
+    What is particular to a kind (a URL, a routing key, an SMTP server) is in
+    ``settings``, the kind's own frozen dataclass (kinds/); what the kind does
+    with it is ``impl``, the kind registered under ``kind``.
+    """
 
     name: str
     kind: str
     timeout_s: float
-    url: str | None = None  # webhook, pagerduty
-    url_env: str | None = None  # webhook: the variable holding the URL
-    routing_key_env: str | None = None  # pagerduty
-    severity: str = "error"  # pagerduty: the severity of a triggered alert
-    source: str | None = None  # pagerduty: payload.source (default: atlasmart on this host)
-    host: str | None = None  # email
-    port: int = 25
-    sender: str | None = None
-    to: tuple[str, ...] = ()  # email: the on-call route's recipients (a consumer group's contact otherwise)
-    starttls: bool = False
-    username_env: str | None = None
-    password_env: str | None = None
+    settings: ChannelSettings
+    secrets: tuple[str, ...] = ()  # the environment variables its secrets are read from, when a message is sent
+
+    @property
+    def impl(self) -> ChannelKind:
+        return KINDS[self.kind]
 
     def secret_names(self) -> tuple[str, ...]:
         """The environment variables this channel reads secrets from."""
-        return tuple(n for n in (self.url_env, self.routing_key_env, self.username_env, self.password_env) if n)
+        return self.secrets
 
     def secret_values(self) -> list[str]:
         """The secrets themselves, as set now (to scrub them from any error text before it is recorded)."""
-        return [v for v in (os.environ.get(n) for n in self.secret_names()) if v]
+        return [v for v in (os.environ.get(n) for n in self.secrets) if v] + list(self.settings.written_secrets())
 
     def describe(self) -> dict[str, Any]:
         """What the channel is, without any secret (for ``atlasmart notify`` and its JSON)."""
-        where = {WEBHOOK: f"${self.url_env}" if self.url_env else _without_credentials(self.url or ""),
-                 PAGERDUTY: f"{self.url} (routing key ${self.routing_key_env})",
-                 EMAIL: f"{self.host}:{self.port}{' STARTTLS' if self.starttls else ''} from {self.sender}"}[self.kind]
-        return {"channel": self.name, "kind": self.kind, "to": where, "timeout_s": self.timeout_s}
+        return {"channel": self.name, "kind": self.kind, "to": self.impl.describe(self.settings),
+                "timeout_s": self.timeout_s}
 
 
 @dataclass(frozen=True)
@@ -152,90 +145,41 @@ def parse_config(text: str, path: Path) -> NotificationConfig:
         raise NotificationConfigError(f"{path} is not valid YAML ({' '.join(str(exc).split())})") from None
     if data is None:
         data = {}
-    _mapping(data, path, "the file")
-    _keys(data, ("channels", "routes", "delivery"), path, "the file")
+    check_mapping(data, path, "the file")
+    check_keys(data, ("channels", "routes", "delivery"), path, "the file")
     channels_data = data.get("channels") or {}
-    _mapping(channels_data, path, "channels")
+    check_mapping(channels_data, path, "channels")
     channels = {str(name): _channel(str(name), spec, path) for name, spec in channels_data.items()}
     routes = data.get("routes") or {}
-    _mapping(routes, path, "routes")
-    _keys(routes, (ONCALL, "consumers", "consumer_groups"), path, "routes")
+    check_mapping(routes, path, "routes")
+    check_keys(routes, (ONCALL, "consumers", "consumer_groups"), path, "routes")
     oncall = _route(routes.get(ONCALL), channels, path, f"routes.{ONCALL}")
     consumers = _route(routes.get("consumers"), channels, path, "routes.consumers")
     groups_data = routes.get("consumer_groups") or {}
-    _mapping(groups_data, path, "routes.consumer_groups")
+    check_mapping(groups_data, path, "routes.consumer_groups")
     groups = {str(g): _route(names, channels, path, f"routes.consumer_groups.{g}") for g, names in groups_data.items()}
-    mute = [n for n in oncall if channels[n].kind == EMAIL and not channels[n].to]
-    if mute:
-        raise NotificationConfigError(f"{path}: routes.{ONCALL} names the email channel {mute[0]}, which has no to: "
-                                      f"give it the on-call addresses (consumer routes mail each group's contact)")
-    consumer_routes = [("routes.consumers", consumers),
-                       *((f"routes.consumer_groups.{g}", names) for g, names in groups.items())]
-    for where, names in consumer_routes:
-        paging = [n for n in names if channels[n].kind == PAGERDUTY]
-        if paging:
-            raise NotificationConfigError(f"{path}: {where} names the pagerduty channel {paging[0]}: PagerDuty pages "
-                                          f"on-call, so it belongs in routes.{ONCALL} only")
+    named = [(f"routes.{ONCALL}", ONCALL, oncall), ("routes.consumers", "consumers", consumers),
+             *((f"routes.consumer_groups.{g}", g, names) for g, names in groups.items())]
+    for where, route, names in named:
+        for channel in (channels[n] for n in names):
+            refused = channel.impl.refuse_route(channel, route)
+            if refused:
+                raise NotificationConfigError(f"{path}: {where} names the {channel.kind} channel {channel.name}"
+                                              f"{refused}")
     return NotificationConfig(path, channels, oncall, consumers, groups, _delivery(data.get("delivery") or {}, path))
 
 
 def _channel(name: str, spec: Any, path: Path) -> Channel:
     where = f"channels.{name}"
-    _mapping(spec, path, where)
+    check_mapping(spec, path, where)
     kind = spec.get("kind")
     if kind not in KINDS:
         raise NotificationConfigError(f"{path}: {where} has kind {kind!r}; a channel's kind is one of "
                                       f"{', '.join(KINDS)}")
-    common = ("kind", "timeout_s")
-    timeout = _number(spec.get("timeout_s", DEFAULT_TIMEOUT_S), path, f"{where}.timeout_s", low=0.1, high=60)
-    if kind == WEBHOOK:
-        _keys(spec, (*common, "url", "url_env"), path, where)
-        url, url_env = spec.get("url"), _env_name(spec.get("url_env"), path, f"{where}.url_env")
-        if bool(url) == bool(url_env):
-            raise NotificationConfigError(f"{path}: {where} needs its URL: url_env (the environment variable that "
-                                          f"holds it; a Slack webhook URL is a secret) or url, not both")
-        if url_env and os.environ.get(url_env):  # the value is a secret: only its scheme may be named
-            _url(os.environ[url_env], path, f"{where}.url_env: ${url_env}")
-        return Channel(name, kind, timeout, url=_url(url, path, f"{where}.url") if url else None, url_env=url_env)
-    if kind == PAGERDUTY:
-        _keys(spec, (*common, "url", "routing_key_env", "routing_key", "severity", "source"), path, where)
-        if "routing_key" in spec:
-            raise NotificationConfigError(f"{path}: {where} holds a routing_key: never put a secret in the file; "
-                                          f"name the environment variable that holds it (routing_key_env)")
-        key_env = _env_name(spec.get("routing_key_env"), path, f"{where}.routing_key_env")
-        if key_env is None:
-            raise NotificationConfigError(f"{path}: {where} needs routing_key_env, the environment variable that "
-                                          f"holds the PagerDuty integration's routing key")
-        severity = spec.get("severity", "error")
-        if severity not in PAGERDUTY_SEVERITIES:
-            raise NotificationConfigError(f"{path}: {where}.severity is {severity!r}; PagerDuty takes one of "
-                                          f"{', '.join(PAGERDUTY_SEVERITIES)}")
-        return Channel(name, kind, timeout, url=_url(spec.get("url") or PAGERDUTY_EVENTS_URL, path, f"{where}.url"),
-                       routing_key_env=key_env, severity=severity, source=spec.get("source"))
-    _keys(spec, (*common, "host", "port", "from", "to", "starttls", "username_env", "password_env", "password"),
-          path, where)
-    if "password" in spec:
-        raise NotificationConfigError(f"{path}: {where} holds a password: never put a secret in the file; name the "
-                                      f"environment variable that holds it (password_env)")
-    for required in ("host", "from"):
-        if not spec.get(required):
-            raise NotificationConfigError(f"{path}: {where} needs {required} (an email channel needs host, port and "
-                                          f"from; to for the on-call route)")
-    sender = str(spec["from"])
-    to = spec.get("to") or []
-    to = [to] if isinstance(to, str) else to
-    if not isinstance(to, list) or not all(isinstance(a, str) and _ADDRESS.fullmatch(a) for a in [sender, *to]):
-        raise NotificationConfigError(f"{path}: {where}: from and to must be email addresses (to: one or a list)")
-    username_env = _env_name(spec.get("username_env"), path, f"{where}.username_env")
-    password_env = _env_name(spec.get("password_env"), path, f"{where}.password_env")
-    if bool(username_env) != bool(password_env):
-        raise NotificationConfigError(f"{path}: {where} needs both username_env and password_env, or neither")
-    starttls = spec.get("starttls", False)
-    if not isinstance(starttls, bool):
-        raise NotificationConfigError(f"{path}: {where}.starttls is true or false, not {starttls!r}")
-    port = int(_number(spec.get("port", 25), path, f"{where}.port", low=1, high=65535))
-    return Channel(name, kind, timeout, host=str(spec["host"]), port=port, sender=sender, to=tuple(to),
-                   starttls=starttls, username_env=username_env, password_env=password_env)
+    timeout = number(spec.get("timeout_s", DEFAULT_TIMEOUT_S), path, f"{where}.timeout_s", low=0.1, high=60)
+    entry = Entry(path, name, spec, os.environ)
+    settings = KINDS[kind].parse(entry)
+    return Channel(name, kind, timeout, settings, secrets=tuple(entry.secrets))
 
 
 def _route(names: Any, channels: Mapping[str, Channel], path: Path, where: str) -> tuple[str, ...]:
@@ -252,59 +196,15 @@ def _route(names: Any, channels: Mapping[str, Channel], path: Path, where: str) 
 
 
 def _delivery(spec: Any, path: Path) -> Delivery:
-    _mapping(spec, path, "delivery")
-    _keys(spec, ("max_attempts", "backoff_s", "backoff_max_s", "max_age_h"), path, "delivery")
-    attempts = _number(spec.get("max_attempts", DEFAULT_MAX_ATTEMPTS), path, "delivery.max_attempts", low=1, high=100)
+    check_mapping(spec, path, "delivery")
+    check_keys(spec, ("max_attempts", "backoff_s", "backoff_max_s", "max_age_h"), path, "delivery")
+    attempts = number(spec.get("max_attempts", DEFAULT_MAX_ATTEMPTS), path, "delivery.max_attempts", low=1, high=100)
     if attempts != int(attempts):
         raise NotificationConfigError(f"{path}: delivery.max_attempts is a whole number, not {attempts}")
     return Delivery(
         max_attempts=int(attempts),
-        backoff_s=_number(spec.get("backoff_s", DEFAULT_BACKOFF_S), path, "delivery.backoff_s", low=0, high=86400),
-        backoff_max_s=_number(spec.get("backoff_max_s", DEFAULT_BACKOFF_MAX_S), path, "delivery.backoff_max_s", low=0,
+        backoff_s=number(spec.get("backoff_s", DEFAULT_BACKOFF_S), path, "delivery.backoff_s", low=0, high=86400),
+        backoff_max_s=number(spec.get("backoff_max_s", DEFAULT_BACKOFF_MAX_S), path, "delivery.backoff_max_s", low=0,
                               high=7 * 86400),
-        max_age_h=_number(spec.get("max_age_h", DEFAULT_MAX_AGE_H), path, "delivery.max_age_h", low=0, high=24 * 366),
+        max_age_h=number(spec.get("max_age_h", DEFAULT_MAX_AGE_H), path, "delivery.max_age_h", low=0, high=24 * 366),
     )
-
-
-def _mapping(value: Any, path: Path, where: str) -> None:
-    if not isinstance(value, dict):
-        raise NotificationConfigError(f"{path}: {where} must be a mapping of names to settings, not "
-                                      f"{type(value).__name__}")
-
-
-def _keys(spec: Mapping[str, Any], allowed: tuple[str, ...], path: Path, where: str) -> None:
-    unknown = [str(k) for k in spec if k not in allowed]
-    if unknown:
-        raise NotificationConfigError(f"{path}: {where} has the unknown setting {unknown[0]!r} (known: "
-                                      f"{', '.join(allowed)})")
-
-
-def _number(value: Any, path: Path, where: str, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise NotificationConfigError(f"{path}: {where} must be a number from {low:g} to {high:g}, not {value!r}")
-    return float(value)
-
-
-def _env_name(value: Any, path: Path, where: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
-        raise NotificationConfigError(f"{path}: {where} is the name of an environment variable (letters, digits, "
-                                      f"_), not {value!r}")
-    return value
-
-
-def _url(value: Any, path: Path, where: str) -> str:
-    parts = urlsplit(str(value).strip())
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        shown = f"the scheme {parts.scheme}:" if parts.scheme else "no scheme"
-        raise NotificationConfigError(f"{path}: {where} must be an http:// or https:// URL with a host, not one with "
-                                      f"{shown}{'' if parts.hostname else ' and no host'}; nothing is sent until "
-                                      f"it is fixed")
-    return str(value)
-
-
-def _without_credentials(url: str) -> str:
-    """A URL as it may be shown: scheme, host and port only (a webhook's path is its token)."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}/…"

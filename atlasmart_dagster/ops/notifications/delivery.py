@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,14 +36,14 @@ from ...store.clock import format_ts
 from ...store.ledger.notification_deliveries import FAILED, FINAL, GAVE_UP, SENT, due
 from ...store.locks import home_lock
 from ...store.platform import Platform
-from .channel_config import EMAIL, ONCALL, PAGERDUTY, Channel, NotificationConfig, NotificationConfigError, load_config
+from .channel_config import ONCALL, Channel, NotificationConfig, NotificationConfigError, load_config
 from .channels import SendFailed, Sent, scrub, send
-from .outbox import RESOLVE, TRIGGER, Message, Outbox
+from .message import TEST, Message
+from .outbox import Outbox
 
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "notifications"
-TEST = "test"
 
 
 @dataclass
@@ -68,15 +68,8 @@ class DeliveryReport:
 
 
 def channels_for(config: NotificationConfig, message: Message) -> list[Channel]:
-    """The channels ``message`` goes to: its route's, PagerDuty only for an incident's lifecycle."""
-    out = []
-    for channel in config.channels_of(message.route):
-        if channel.kind == PAGERDUTY and message.pagerduty_action is None:
-            continue
-        if channel.kind == EMAIL and not (message.recipient or channel.to):
-            continue
-        out.append(channel)
-    return out
+    """The channels ``message`` goes to: its route's that take it (PagerDuty only an incident's lifecycle, say)."""
+    return [c for c in config.channels_of(message.route) if c.impl.can_deliver(c, message) is None]
 
 
 def deliver_pending(platform: Platform, graph: Any = None, instance: dg.DagsterInstance | None = None,
@@ -156,15 +149,13 @@ def _deliver(platform: Platform, config: NotificationConfig, graph: Any, instanc
 def send_test(platform: Platform, config: NotificationConfig, channel_name: str, to: str | None = None) -> list[Sent]:
     """Send a test message over one channel now (nothing is recorded); ``SendFailed`` says why it did not go.
 
-    A PagerDuty test triggers an ``info`` alert and resolves it at once, so nobody stays paged.
+    ``to`` is the test's recipient. What a test is, is the channel kind's: a PagerDuty test triggers an ``info``
+    alert and resolves it at once, so nobody stays paged.
     """
     channel = config.channels.get(channel_name)
     if channel is None:
         raise NotificationConfigError(f"no channel {channel_name!r} in {config.path} (channels: "
                                       f"{', '.join(config.channels) or 'none'})")
-    if channel.kind == EMAIL and not (to or channel.to):
-        raise NotificationConfigError(f"channel {channel_name} has no to: address to send a test to; give one with "
-                                      f"--to")
     at = format_ts(platform.clock.now())
     message = Message(
         key=f"{TEST}:{uuid.uuid4().hex[:12]}", route=ONCALL, kind=TEST, at=at, fresh=True,
@@ -172,11 +163,11 @@ def send_test(platform: Platform, config: NotificationConfig, channel_name: str,
         summary=f"channel {channel_name} works (atlasmart notify test, {at})",
         facts=(("Channel", channel_name), ("Kind", channel.kind), ("At", at)),
         text="Nothing happened: this message only shows that the channel reaches you.",
-        pagerduty_action=TRIGGER, recipient=to,
+        recipient=to,
         details={"test": True, "channel": channel_name},
     )
-    if channel.kind != PAGERDUTY:
-        return [send(channel, message)]
-    quiet = replace(channel, severity="info")
-    return [send(quiet, replace(message, incident_id=message.key)),
-            send(quiet, replace(message, incident_id=message.key, pagerduty_action=RESOLVE))]
+    refused = channel.impl.can_deliver(channel, message)
+    if refused:
+        raise NotificationConfigError(f"channel {channel_name} {refused}"
+                                      + ("; give the test one with --to" if to is None else ""))
+    return [send(c, m) for c, m in channel.impl.test_messages(channel, message)]

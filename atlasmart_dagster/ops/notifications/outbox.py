@@ -11,7 +11,8 @@ On-call (route ``oncall``) hears about:
 * an incident opened, new evidence joining it, every change of its state, and
   its resolution: incident events, keyed ``INC-0001:e12`` (the incident id and
   the event's sequence number in the ledger); PagerDuty gets these as
-  trigger / trigger / acknowledge / resolve under the incident id;
+  trigger / trigger / acknowledge / resolve under the incident id (its
+  channel kind derives the action from the message kind, kinds/pagerduty.py);
 * certifications withdrawn by a containment (the incident's containment event);
 * a day held for its data owner by the anomaly or the restatement guard, keyed
   by the ledger event of the held decision (``hold:p345``);
@@ -28,7 +29,7 @@ incident's internal title.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import cache
 from typing import Any, Callable, Iterable
@@ -44,72 +45,25 @@ from ...store.tables import CERTIFIED_ASSETS
 from ..incidents.incident_records import OPEN, RESOLVED, Incident, IncidentStore
 from ..incidents.notices import DEFAULT_PRODUCTS, product_name, to_markdown
 from ..run_reaper import WORKER_TAG, is_reaped
-from .channel_config import ONCALL
-
-# Message kinds.
-INCIDENT_OPENED = "incident_opened"
-INCIDENT_EVIDENCE = "incident_evidence"
-INCIDENT_STATUS = "incident_status"
-INCIDENT_RESOLVED = "incident_resolved"
-WITHDRAWAL = "withdrawal"
-HOLD_WAITING = "hold_waiting"
-DEAD_RUN = "dead_run"
-CONSUMER_NOTICE = "consumer_notice"
-KINDS = (INCIDENT_OPENED, INCIDENT_EVIDENCE, INCIDENT_STATUS, INCIDENT_RESOLVED, WITHDRAWAL, HOLD_WAITING, DEAD_RUN,
-         CONSUMER_NOTICE)
-
-# PagerDuty event actions: an incident's lifecycle opens, updates, acknowledges and closes one alert.
-TRIGGER, ACKNOWLEDGE, RESOLVE = "trigger", "acknowledge", "resolve"
+from .message import (
+    CONSUMER_NOTICE,
+    DEAD_RUN,
+    HOLD_WAITING,
+    INCIDENT_EVIDENCE,
+    INCIDENT_OPENED,
+    INCIDENT_RESOLVED,
+    INCIDENT_STATUS,
+    ONCALL,
+    WITHDRAWAL,
+    Message,
+)
 
 CONSUMER_GROUP_PREFIX = "consumer_group_"
 # How many of the newest run failures of the Dagster instance are looked at for dead runs.
 _RUN_FAILURES_READ = 100
 RUNBOOK = "docs/incidents.md"
-# The facts and details that name who acted (never redacted, see Message.redacted).
-IDENTITIES = ("Opened by", "By", "Resolved by", "opened_by")
 # Workflow steps whose record is appended just before the state they move the incident to.
 _STEPS = ("containment", "verification", "repair")
-
-
-@dataclass(frozen=True)
-class Message:
-    """One thing to tell one route, as every channel kind renders it."""
-
-    key: str  # the dedup key: the same message always has the same key
-    route: str  # ``oncall`` or a consumer group's asset name
-    kind: str
-    at: str  # when it happened, as recorded
-    fresh: bool  # recent enough to be announced when it has no delivery record yet
-    headline: str  # a few words: "INC-0001 opened"
-    summary: str  # one sentence: the incident's title, the notice's summary
-    facts: tuple[tuple[str, str], ...] = ()  # short label / value pairs
-    text: str = ""  # the whole message as plain text (Markdown), for email and webhook sections
-    incident_id: str | None = None
-    pagerduty_action: str | None = None  # incident lifecycle messages only
-    details: dict[str, Any] = field(default_factory=dict)  # PagerDuty custom_details
-    recipient: str | None = None  # a consumer group's contact (an email channel mails it)
-
-    def redacted(self, clean: Callable[[str], str]) -> "Message":
-        """The message with every text passed through the PII redactor (applied before anything is sent).
-
-        Who acted is left as recorded: actors are staff identities (``--actor``,
-        ``--by``), which the ledger keeps as typed; the redactor would take any
-        address for a customer's.
-        """
-        return replace(self, headline=clean(self.headline), summary=clean(self.summary),
-                       facts=tuple((label, value if label in IDENTITIES else clean(value))
-                                   for label, value in self.facts),
-                       text=clean(self.text), details=_clean_values(self.details, clean))
-
-
-def _clean_values(value: Any, clean: Callable[[str], str]) -> Any:
-    if isinstance(value, str):
-        return clean(value)
-    if isinstance(value, dict):
-        return {k: v if k in IDENTITIES else _clean_values(v, clean) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean_values(v, clean) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -200,21 +154,18 @@ def incident_messages(incident: Incident, fresh: Callable[[str], bool]) -> list[
             out.append(Message(kind=INCIDENT_OPENED, headline=f"{incident.id} opened", summary=incident.title,
                                facts=(("Status", OPEN), ("Days", _days(incident.partitions)),
                                       ("Opened by", event["actor"]), ("At", event["at"])),
-                               text="\n".join(["Evidence:", *lines, "", _next_steps(incident.id, OPEN)]),
-                               pagerduty_action=TRIGGER, **common))
+                               text="\n".join(["Evidence:", *lines, "", _next_steps(incident.id, OPEN)]), **common))
         elif event["kind"] == "signal" and event["at"] != incident.opened_at:
             out.append(Message(kind=INCIDENT_EVIDENCE, headline=f"{incident.id} updated: new evidence",
                                summary=event["message"], facts=facts_now + (("At", event["at"]),),
                                text=f"New evidence joined {incident.id} ({incident.title}):\n- {event['message']}\n\n"
-                                    f"{_next_steps(incident.id, incident.status)}",
-                               pagerduty_action=TRIGGER, **common))
+                                    f"{_next_steps(incident.id, incident.status)}", **common))
         elif event["kind"] == "resolution":
             out.append(Message(kind=INCIDENT_RESOLVED, headline=f"{incident.id} resolved", summary=incident.title,
                                facts=(("Status", RESOLVED), ("Days", _days(incident.partitions)),
                                       ("Resolved by", event["actor"]), ("At", event["at"])),
                                text=f"Resolution: {event['message']}\n\nEvery affected day is certified again; the "
-                                    f"record stays in the ledger (atlasmart incident show {incident.id}).",
-                               pagerduty_action=RESOLVE, **common))
+                                    f"record stays in the ledger (atlasmart incident show {incident.id}).", **common))
         elif event["status"] and event["kind"] != "opened":
             # the step that moved the incident says more than the move ("contained: 3 certifications withdrawn")
             why = previous["message"] if previous and previous["kind"] in _STEPS else event["message"]
@@ -222,8 +173,7 @@ def incident_messages(incident: Incident, fresh: Callable[[str], bool]) -> list[
                                summary=incident.title,
                                facts=(("Status", event["status"]), ("Days", _days(incident.partitions)),
                                       ("By", event["actor"]), ("At", event["at"])),
-                               text=f"What happened: {why}\n\n{_next_steps(incident.id, event['status'])}",
-                               pagerduty_action=ACKNOWLEDGE, **common))
+                               text=f"What happened: {why}\n\n{_next_steps(incident.id, event['status'])}", **common))
         elif event["kind"] == "containment" and event["data"].get("withdrawn"):
             withdrawn = event["data"]["withdrawn"]
             lines = [f"- {w['asset']} {w['partition']} (version {w['version']})" for w in withdrawn]

@@ -6,12 +6,12 @@ import pytest
 
 from atlasmart_dagster.ops.notifications.channel_config import (
     NOTIFICATIONS_ENV,
-    PAGERDUTY_EVENTS_URL,
     NotificationConfigError,
     config_path,
     load_config,
     parse_config,
 )
+from atlasmart_dagster.ops.notifications.kinds.pagerduty import EVENTS_URL
 from atlasmart_dagster.ops.notifications.outbox import consumer_groups, package_asset_graph
 from atlasmart_dagster.store.home import AtlasmartHome
 
@@ -40,9 +40,9 @@ def test_a_valid_configuration_is_read_with_its_defaults():
     assert [c.name for c in config.channels_of("oncall")] == ["oncall-slack", "oncall-pager", "mail"]
     assert [c.name for c in config.channels_of("consumer_group_finance")] == ["mail"]
     pager = config.channels["oncall-pager"]
-    assert pager.url == PAGERDUTY_EVENTS_URL and pager.severity == "error" and pager.timeout_s == 5
+    assert pager.settings.url == EVENTS_URL and pager.settings.severity == "error" and pager.timeout_s == 5
     mail = config.channels["mail"]
-    assert mail.to == ("oncall@example.com",) and mail.starttls and mail.port == 587
+    assert mail.settings.to == ("oncall@example.com",) and mail.settings.starttls and mail.settings.port == 587
     assert mail.secret_names() == ("SMTP_USER", "SMTP_PASSWORD")
     assert config.delivery.max_attempts == 4 and [config.delivery.backoff(n) for n in (1, 2, 3)] == [30, 60, 120]
 

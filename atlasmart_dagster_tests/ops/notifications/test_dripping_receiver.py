@@ -7,7 +7,8 @@ import time
 import pytest
 
 from atlasmart_dagster.ops.notifications.channel_config import Channel
-from atlasmart_dagster.ops.notifications.channels import SendFailed, _post_json, _within
+from atlasmart_dagster.ops.notifications.channels import SendFailed, post_json, within
+from atlasmart_dagster.ops.notifications.kinds.webhook import WebhookSettings
 
 
 @pytest.fixture
@@ -45,9 +46,9 @@ def dripping():
 
 
 def test_a_dripping_webhook_is_cut_at_the_deadline_and_fails(dripping):
-    channel = Channel("hook", "webhook", 5.0, url=dripping)
+    channel = Channel("hook", "webhook", 5.0, WebhookSettings(url=dripping))
     start = time.monotonic()
     with pytest.raises(SendFailed) as failed:
-        _within(channel, _post_json, dripping, {"text": "x"}, 5.0)
+        within(channel, post_json, dripping, {"text": "x"}, 5.0)
     took = time.monotonic() - start
     assert 9 < took < 12 and "within 10 s" in failed.value.reason and not failed.value.permanent

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from atlasmart_dagster.ops.notifications.channels import SendFailed, _post_json
+from atlasmart_dagster.ops.notifications.channels import SendFailed, post_json
 
 
 class _Receiver(http.server.BaseHTTPRequestHandler):
@@ -46,13 +46,13 @@ def receiver():
 
 def test_a_redirect_is_a_failed_delivery_never_followed(receiver):
     with pytest.raises(SendFailed) as failed:
-        _post_json(f"{receiver}/redirect", {"text": "x"}, 5)
+        post_json(f"{receiver}/redirect", {"text": "x"}, 5)
     assert "302" in failed.value.reason and not failed.value.permanent
 
 
 def test_a_huge_answer_is_not_read_whole(receiver):
     start = time.monotonic()
-    _post_json(f"{receiver}/huge", {"text": "x"}, 5)
+    post_json(f"{receiver}/huge", {"text": "x"}, 5)
     assert time.monotonic() - start < 3
     time.sleep(0.2)
     assert _Receiver.written < 64 << 20  # read whole, all 1 GiB would have gone out

@@ -29,7 +29,7 @@ def test_a_url_env_value_that_is_not_http_is_refused_on_load_naming_channel_vari
 
 def test_an_unset_url_env_is_still_read_and_fails_when_sending(monkeypatch):
     monkeypatch.delenv("HOOK_URL", raising=False)
-    assert parse_config(HOOK, Path("n.yaml")).channels["hook"].url_env == "HOOK_URL"
+    assert parse_config(HOOK, Path("n.yaml")).channels["hook"].settings.url_env == "HOOK_URL"
 
 
 def test_a_literal_file_url_is_refused_naming_its_scheme():
