@@ -56,15 +56,29 @@ def _is_package(name: str) -> bool:
     return MODULES[name].name == "__init__.py"
 
 
-def _imports(name: str) -> list[tuple[int, str, bool]]:
-    """(line, imported module, is-private-name) for every import in module ``name``."""
+def _typing_only_lines(tree: ast.AST) -> set[int]:
+    """The lines of ``if TYPE_CHECKING:`` blocks: imports there are for annotations, never run."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def _imports(name: str, runtime_only: bool = False) -> list[tuple[int, str, bool]]:
+    """(line, imported module, is-private-name) for every import in module ``name`` (``runtime_only``: not those
+    made only for type checking)."""
     path = MODULES[name]
     tree = ast.parse(path.read_text(), str(path))
+    skipped = _typing_only_lines(tree) if runtime_only else set()
     here = name.split(".") if _is_package(name) else name.split(".")[:-1]
     if name == "__init__":
         here = []
     out = []
     for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skipped:
+            continue
         if isinstance(node, ast.Import):
             out.extend((node.lineno, a.name, False) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -115,7 +129,8 @@ def test_layers_import_downward_only():
 
 
 def test_no_import_cycles():
-    graph = {name: {t for _, m, _ in _imports(name) if (t := _internal(m)) and t != name} for name in MODULES}
+    # an import made only for type checking is no edge at run time (it is how Python breaks a cycle of annotations)
+    graph = {name: {t for _, m, _ in _imports(name, runtime_only=True) if (t := _internal(m)) and t != name} for name in MODULES}
     # a package's __init__ re-exporting its modules is not a cycle of meaning
     state: dict[str, int] = {}
     stack: list[str] = []

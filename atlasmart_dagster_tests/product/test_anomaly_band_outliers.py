@@ -9,7 +9,7 @@ measure of a usual day.
 
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.serving import partition_status
-from atlasmart_dagster_tests.conftest import SAMPLE_DAYS, Env
+from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 
 from .test_anomaly_guard import FIRST, NEXT_DAY, OWNER, cli, days_from, day_rows, generated_env, land
 
