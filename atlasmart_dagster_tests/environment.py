@@ -41,3 +41,15 @@ class Env:
 
     def day_dir(self, partition: str) -> Path:
         return self.landing / f"sales_date={partition}"
+
+
+def env_with_asset(root: Path, spec, asset):
+    """An Env whose registry holds ``spec`` and whose definitions add ``asset`` (a mart a test declares), for as
+    long as the generator runs; a fixture yields from it so the registry is back as the package declares it after."""
+    from atlasmart_dagster.definitions import build_definitions
+    from atlasmart_dagster.store.tables import REGISTRY
+
+    with REGISTRY.registered(spec):
+        env = Env(root)
+        env.defs = build_definitions(env.resource, extra_assets=[asset])
+        yield env

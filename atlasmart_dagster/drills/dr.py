@@ -57,11 +57,6 @@ def _controls_without(platform: Platform, orders: list[str]) -> ControlTuple:
         con.close()
 
 
-def _fresh(world: DrillWorld) -> Platform:
-    """After a restore the files under the platform changed: open it anew."""
-    return Platform.open(home=world.platform.home.root, landing=world.landing, clock="logical", embedded=True)
-
-
 def run_drill(workdir: Path, ephemeral_instance: bool = False, log_level: str | None = "CRITICAL") -> dict[str, Any]:
     world = DrillWorld(Path(workdir) / "world", ephemeral_instance, log_level)
     world.at("2026-09-23T06:00:00Z")
@@ -90,7 +85,8 @@ def run_drill(workdir: Path, ephemeral_instance: bool = False, log_level: str | 
 
     world.at("2026-09-23T07:10:00Z")
     restored = recovery.restore(Path(manifest["path"]), platform.home, world.clock.now())
-    platform = _fresh(world)
+    world.reopen()  # the files under the platform changed
+    platform = world.platform
     after = recovery.verify(platform)
     sha_after = recovery.fact_rows_sha256(platform)
     controls_after = recovery.total_fact_controls(platform)

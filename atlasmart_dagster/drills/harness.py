@@ -58,13 +58,7 @@ class DrillWorld:
         self.withheld = self.root / "source" / "withheld"
         self.withheld.mkdir(parents=True)
         self.home_dir = self.root / "home"
-        # embedded: a rehearsal never writes into a team deployment's shared state.
-        self.resource = AtlasmartResource(
-            home=str(self.home_dir), landing=str(self.landing), clock="logical", embedded=True
-        )
-        self.platform: Platform = self.resource.platform
-        self.clock = LogicalClock(self.platform.home.clock_file)
-        self.defs = build_definitions(self.resource)
+        self.reopen()
         if ephemeral_instance:
             self.instance = dg.DagsterInstance.ephemeral()
         else:
@@ -72,6 +66,16 @@ class DrillWorld:
         self.log_level = log_level
         self.signals: list[Signal] = []
         self.runs: list[dict[str, Any]] = []
+
+    def reopen(self) -> None:
+        """Open the home's platform and definitions (anew after a restore swapped the files under them)."""
+        # embedded: a rehearsal never writes into a team deployment's shared state.
+        self.resource = AtlasmartResource(
+            home=str(self.home_dir), landing=str(self.landing), clock="logical", embedded=True
+        )
+        self.platform: Platform = self.resource.platform
+        self.clock = LogicalClock(self.platform.home.clock_file)
+        self.defs = build_definitions(self.resource)
 
     # -- time and the ERP -------------------------------------------------
     def at(self, when: str, phases: dict[str, str] | None = None) -> datetime:

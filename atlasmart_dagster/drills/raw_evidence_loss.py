@@ -33,15 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..definitions import build_definitions
-from ..defs.resources import AtlasmartResource
 from ..ops import recovery
 from ..ops.backfills import BackfillRequest, run_backfill
 from ..ops.incidents.detection import detect
 from ..ops.incidents.incident_records import IncidentStore
 from ..ops.runs import run_reference
 from ..product.serving import partition_status
-from ..store.clock import LogicalClock
 from ..store.tables import (
     AGG_DAILY_SALES,
     CERTIFIED_ASSETS,
@@ -59,19 +56,6 @@ DAY = "2026-09-20"  # the day whose raw evidence is lost
 LAYERS = (STG_ORDER_LINES, FACT_SALES, AGG_DAILY_SALES, METRIC_GROSS_REVENUE, MART_FINANCE_DAILY_SALES,
           MART_EXECUTIVE_REVENUE)
 OPERATOR = "on-call data engineer (drill)"
-
-# (step name, the module-level function that plays it): looked up when the drill runs.
-STEPS = (
-    ("baseline", "step_baseline"),
-    ("backup", "step_backup"),
-    ("delete_raw", "step_delete_raw"),
-    ("verify_fails", "step_verify_fails"),
-    ("incident_opened", "step_incident_opened"),
-    ("backfill_refuses", "step_backfill_refuses"),
-    ("restore", "step_restore"),
-    ("verify_passes", "step_verify_passes"),
-    ("recertified_identical", "step_recertified_identical"),
-)
 
 NOT_PROVEN = [
     "a restore rolls the ledger back to the backup: the 'Raw evidence lost' incident and the refused backfill "
@@ -103,14 +87,6 @@ class RawEvidenceLossDrill:
         self.backup: dict[str, Any] = {}
         self.batch: dict[str, Any] = {}  # the ledger's record of the day's accepted batch
         self.raw_folder: Path | None = None
-
-    def reopen(self) -> None:
-        """After a restore the home's files were swapped: open the platform and the definitions anew."""
-        w = self.world
-        w.resource = AtlasmartResource(home=str(w.home_dir), landing=str(w.landing), clock="logical", embedded=True)
-        w.platform = w.resource.platform
-        w.clock = LogicalClock(w.platform.home.clock_file)
-        w.defs = build_definitions(w.resource)
 
     def backfill(self, label: str, reason: str):
         request = BackfillRequest(start=DAY, end=DAY, operator=OPERATOR, reason=reason)
@@ -240,7 +216,7 @@ def step_restore(drill: RawEvidenceLossDrill) -> Step:
     w = drill.world
     w.at("2026-09-23T07:10:00Z")
     restored = recovery.restore(Path(drill.backup["path"]), w.platform.home, w.clock.now())
-    drill.reopen()
+    w.reopen()  # the home's files were swapped
     stored = w.platform.raw_store.get(DAY, drill.batch["batch_id"])
     sha = w.platform.raw_store.stored_sha256(stored) if stored is not None else None
     ok = restored["backup_id"] == drill.backup["backup_id"] and sha == drill.batch["data_sha256"]
@@ -281,12 +257,18 @@ def step_recertified_identical(drill: RawEvidenceLossDrill) -> Step:
                  "after": record})
 
 
+# The steps in the order they are played, each a function of the drill returning what it saw.
+STEPS = (step_baseline, step_backup, step_delete_raw, step_verify_fails, step_incident_opened,
+         step_backfill_refuses, step_restore, step_verify_passes, step_recertified_identical)
+
+
 def run_drill(workdir: Path, ephemeral_instance: bool = False, log_level: str | None = "CRITICAL") -> dict[str, Any]:
     drill = RawEvidenceLossDrill(workdir, ephemeral_instance, log_level)
     steps: list[Step] = []
-    for name, function in STEPS:
+    for play in STEPS:
+        name = play.__name__.removeprefix("step_")
         try:
-            step = globals()[function](drill)
+            step = play(drill)
         except Exception as exc:  # noqa: BLE001 - a step that cannot be played is a failed step, with why
             step = Step(name, False, f"raised {type(exc).__name__}: {exc}",
                         {"traceback": traceback.format_exc().splitlines()[-6:]})

@@ -222,13 +222,10 @@ def _precheck(platform: Platform, partition: str, now: datetime, contract_for: C
     manifest, problems = parse_manifest(manifest_bytes, partition)
     if manifest is None:
         raise SourceNotReady(partition, problems)
+    not_yet = None  # the delivery declares itself not ready yet: alone, nothing is wrong with it (late, not wrong)
     if manifest.ready_at > now:
-        problems.append(
-            f"manifest declares ready_at {format_ts(manifest.ready_at)}, later than now {format_ts(now)}"
-        )
-        not_yet = len(problems) == 1  # the delivery declares itself not ready: nothing is wrong with it yet
-    else:
-        not_yet = False
+        not_yet = f"manifest declares ready_at {format_ts(manifest.ready_at)}, later than now {format_ts(now)}"
+        problems.append(not_yet)
     contract = contract_for(manifest)
     if contract is None:
         if manifest.schema_version in CONTRACTS:
@@ -248,7 +245,7 @@ def _precheck(platform: Platform, partition: str, now: datetime, contract_for: C
         # outside the landing zone, or anywhere), a named pipe or a device is never followed or read.
         problems.append(f"data file {refused}: nothing was admitted")
     if problems:
-        raise SourceNotReady(partition, problems, waiting=not_yet and len(problems) == 1)
+        raise SourceNotReady(partition, problems, waiting=problems == [not_yet])
     return _Plan(partition, stored, landed=_Landed(partition, manifest, manifest_bytes, data_path, contract))
 
 

@@ -32,10 +32,10 @@ from typing import Any
 import dagster as dg
 
 from ...domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
-from ...product.lanes import CURRENT, MANUAL, lane_of
-from ...product.pii import redact_for
 from ...product.anomaly import ANOMALY_HELD
 from ...product.batch_lifecycle import lost_batches, retired_batches
+from ...product.lanes import CURRENT, MANUAL, lane_of
+from ...product.pii import redact_for
 from ...product.restatements import RESTATEMENT_HELD
 from ...product.slo import SOURCE_LATE_GRACE, record_undelivered, scheduled_at
 from ...store.clock import format_ts
@@ -83,9 +83,8 @@ def _slo_signals(platform: Platform) -> list[dict[str, Any]]:
     ]
 
 
-def _source_late_signals(platform: Platform, now: datetime) -> list[dict[str, Any]]:
+def _source_late_signals(platform: Platform, blocked: list, now: datetime) -> list[dict[str, Any]]:
     signals, seen = [], set()
-    blocked = platform.ledger.partitions.events(asset="raw_order_lines", states=(BLOCKED_UPSTREAM,))
     if not blocked:
         return signals
     served = [platform.ledger.partitions.served_map(asset) for asset in CERTIFIED_ASSETS]
@@ -117,10 +116,10 @@ def _source_late_signals(platform: Platform, now: datetime) -> list[dict[str, An
     return signals
 
 
-def _source_rejected_signals(platform: Platform) -> list[dict[str, Any]]:
+def _source_rejected_signals(blocked: list) -> list[dict[str, Any]]:
     """A delivery the readiness gate refused: one signal per day and distinct refusal, from any launch path."""
     signals, seen = [], set()
-    for event in platform.ledger.partitions.events(asset="raw_order_lines", states=(BLOCKED_UPSTREAM,)):
+    for event in blocked:
         if event.detail.get("waiting", True):
             continue
         problems = list(event.detail.get("problems", []))
@@ -242,8 +241,11 @@ def _raw_evidence_lost_signals(platform: Platform) -> list[dict[str, Any]]:
 
 def collect_signals(platform: Platform, instance: dg.DagsterInstance | None = None) -> list[dict[str, Any]]:
     now = platform.clock.now()
-    signals = (_check_signals(platform) + _slo_signals(platform) + _source_late_signals(platform, now)
-               + _source_rejected_signals(platform) + _restatement_signals(platform) + _anomaly_signals(platform) + _raw_evidence_lost_signals(platform))
+    # the raw layer's BLOCKED_UPSTREAM events, read once: a waiting day may be late, a refused one is wrong
+    blocked = platform.ledger.partitions.events(asset="raw_order_lines", states=(BLOCKED_UPSTREAM,))
+    signals = (_check_signals(platform) + _slo_signals(platform) + _source_late_signals(platform, blocked, now)
+               + _source_rejected_signals(blocked) + _restatement_signals(platform) + _anomaly_signals(platform)
+               + _raw_evidence_lost_signals(platform))
     if instance is not None:
         signals += _run_failure_signals(platform, instance)
     return signals

@@ -119,15 +119,23 @@ def _item(day: str | None, impact: str, what: str, observed: str | None = None,
     return {"day": day, "impact": impact, "what": what, "observed": observed, "expected": expected}
 
 
+def _shortfall_item(day: str | None, problems: list[str]) -> dict[str, Any] | None:
+    """The item of a day whose source delivered fewer order lines than it announced, else None."""
+    shortfall = _shortfall(problems)
+    if shortfall is None:
+        return None
+    received, announced = shortfall
+    return _item(day, INCOMPLETE, "the source system delivered only part of the sales of the day",
+                 f"{received} of {announced} order lines received",
+                 f"all {announced} order lines the source system announced")
+
+
 def _source_late(signal: dict[str, Any]) -> dict[str, Any]:
     day = signal.get("partition")
     observed = signal.get("observed") or {}
-    shortfall = _shortfall(observed.get("problems", []))
+    shortfall = _shortfall_item(day, observed.get("problems", []))
     if shortfall:
-        received, announced = shortfall
-        return _item(day, INCOMPLETE, "the source system delivered only part of the sales of the day",
-                     f"{received} of {announced} order lines received",
-                     f"all {announced} order lines the source system announced")
+        return shortfall
     at = f"at {_when(parse_ts(observed['now']))}" if observed.get("now") else "yet"
     return _item(day, LATE, "the source system has not delivered the sales of the day",
                  f"not delivered {at}", f"delivered by {_when(scheduled_at(day))}" if day else None)
@@ -135,13 +143,9 @@ def _source_late(signal: dict[str, Any]) -> dict[str, Any]:
 
 def _source_rejected(signal: dict[str, Any]) -> dict[str, Any]:
     day = signal.get("partition")
-    problems = (signal.get("observed") or {}).get("problems", [])
-    shortfall = _shortfall(problems)
+    shortfall = _shortfall_item(day, (signal.get("observed") or {}).get("problems", []))
     if shortfall:
-        received, announced = shortfall
-        return _item(day, INCOMPLETE, "the source system delivered only part of the sales of the day",
-                     f"{received} of {announced} order lines received",
-                     f"all {announced} order lines the source system announced")
+        return shortfall
     return _item(day, UNAVAILABLE, "the source system's delivery of the day failed its delivery checks and was "
                                    "refused; nothing of it was published")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from atlasmart_dagster.definitions import build_definitions
 from atlasmart_dagster.defs.assets.marts import certified_mart
 from atlasmart_dagster.domain.check_names import MART_MATCHES_AGG_AND_METRIC
 from atlasmart_dagster.ops.access.gateway import Gateway
@@ -21,11 +20,10 @@ from atlasmart_dagster.store.tables import (
     FACT_SALES,
     MARTS,
     METRIC_GROSS_REVENUE,
-    REGISTRY,
     Column,
     TableSpec,
 )
-from atlasmart_dagster_tests.environment import Env
+from atlasmart_dagster_tests.environment import env_with_asset
 
 DAYS = ["2026-09-18", "2026-09-20"]  # the sample days with more than one channel, web among them
 
@@ -75,21 +73,14 @@ lossy_mart = certified_mart(LOSSY, owner="team:toy", description=LOSSY.descripti
                             inputs=(FACT_SALES, METRIC_GROSS_REVENUE), lineage=_LINEAGE)
 
 
-def _env_with(tmp_path, spec, asset):
-    with REGISTRY.registered(spec):
-        env = Env(tmp_path)
-        env.defs = build_definitions(env.resource, extra_assets=[asset])
-        yield env
-
-
 @pytest.fixture
 def channel_env(tmp_path):
-    yield from _env_with(tmp_path, CHANNEL, channel_mart)
+    yield from env_with_asset(tmp_path, CHANNEL, channel_mart)
 
 
 @pytest.fixture
 def lossy_env(tmp_path):
-    yield from _env_with(tmp_path, LOSSY, lossy_mart)
+    yield from env_with_asset(tmp_path, LOSSY, lossy_mart)
 
 
 def test_a_mart_per_channel_per_day_reads_the_fact_and_is_certified_by_the_same_gate(channel_env):

@@ -15,7 +15,6 @@ import json
 import pytest
 
 from atlasmart_dagster.cli.main import main
-from atlasmart_dagster.definitions import build_definitions
 from atlasmart_dagster.defs.assets.marts import certified_mart
 from atlasmart_dagster.domain.check_names import MART_MATCHES_AGG_AND_METRIC
 from atlasmart_dagster.domain.controls import CONTROL_FIELDS
@@ -30,11 +29,10 @@ from atlasmart_dagster.store.tables import (
     CONTROL_TUPLE,
     DAILY_CHAIN,
     MARTS,
-    REGISTRY,
     Column,
     TableSpec,
 )
-from atlasmart_dagster_tests.environment import Env
+from atlasmart_dagster_tests.environment import env_with_asset
 
 DAYS = ["2026-09-17", "2026-09-18"]
 
@@ -74,10 +72,7 @@ wrong_mart = certified_mart(WRONG, owner="team:toy", description=WRONG.descripti
 
 
 def _env_with(tmp_path, spec: TableSpec, asset):
-    with REGISTRY.registered(spec):
-        env = Env(tmp_path)
-        env.defs = build_definitions(env.resource, extra_assets=[asset])
-        yield env
+    yield from env_with_asset(tmp_path, spec, asset)
     assert spec.name not in CERTIFIED_ASSETS  # the registry is back as the package declares it
 
 
