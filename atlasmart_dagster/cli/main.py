@@ -241,6 +241,25 @@ def _check_lengths(args: argparse.Namespace) -> None:
                                  f"taken (see docs/incidents.md)")
 
 
+def _check_incident_reference(args: argparse.Namespace, ctx: CliContext) -> None:
+    """An ``--incident`` that names no incident is a usage error (exit 2), before the command records anything.
+
+    Every command that links what it records to an incident (backfill, batch, restatement, anomaly, contract)
+    takes it as ``--incident``; this is the one place that checks it.
+    """
+    incident_id = getattr(args, "incident", None)
+    if not incident_id:
+        return
+    from ..errors import UsageError  # local: cold start
+    from ..ops.incidents.incident_records import IncidentStore, UnknownIncident  # local: only these commands
+
+    try:
+        IncidentStore(ctx.platform.ledger).get(incident_id)
+    except UnknownIncident:
+        raise UsageError(f"no such incident {incident_id}, nothing was recorded (`atlasmart incident list --all` "
+                         "lists them)") from None
+
+
 def _redact_free_text(args: argparse.Namespace, ctx: CliContext) -> None:
     present = [name for name in FREE_TEXT_OPTIONS if isinstance(getattr(args, name, None), str) and getattr(args, name)]
     if not present:
@@ -287,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                 ephemeral_instance=args.ephemeral_instance,
                 log_level=args.dagster_log_level,
             )
+            _check_incident_reference(args, ctx)
             _redact_free_text(args, ctx)
             code = args.handler(args, ctx)
             _deliver_notifications(args, ctx)

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from atlasmart_dagster.errors import LaneViolation
+from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
 from atlasmart_dagster.ops.backfills import BackfillRequest, run_backfill
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.published_controls import fingerprints_of
@@ -32,9 +33,10 @@ def test_backfill_of_history_leaves_the_current_day_alone_and_twice_changes_noth
 
     assert run_chain(env.defs, env.instance, env.platform, ["2026-09-21"], lane="current").certified == ["2026-09-21"]
     current_before = fingerprints(env, ["2026-09-21"])
+    incident = IncidentStore(env.ledger).open("history missing", "alice", env.platform.clock.now()).id
     args = ["--home", str(env.home), "--landing", str(env.landing), "--clock", "logical", "--ephemeral-instance",
             "backfill", "--from", "2026-09-17", "--to", "2026-09-20", "--operator", "alice",
-            "--reason", "initial history load", "--incident", "INC-0007", "--json"]
+            "--reason", "initial history load", "--incident", incident, "--json"]
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["lane"] == "backfill" and first["certified"] == SAMPLE_DAYS[:4] and first["request_id"] == "BF-0001"
@@ -49,8 +51,8 @@ def test_backfill_of_history_leaves_the_current_day_alone_and_twice_changes_noth
 
     recorded = [b for b in env.ledger.backfills.list() if b["event"] == "FINISHED"]
     assert [(b["request_id"], b["operator"], b["reason"], b["incident_id"], bool(b["success"])) for b in recorded] == [
-        ("BF-0001", "alice", "initial history load", "INC-0007", True),
-        ("BF-0002", "alice", "initial history load", "INC-0007", True),
+        ("BF-0001", "alice", "initial history load", incident, True),
+        ("BF-0002", "alice", "initial history load", incident, True),
     ]
     runs = {e.run_id for e in env.ledger.partitions.events(asset="mart_finance_daily_sales", states=(CERTIFIED,)) if e.lane == "backfill"}
     assert len(runs) == 2  # each backfill was a single run for the whole range
