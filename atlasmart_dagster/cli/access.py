@@ -18,7 +18,7 @@ from ..ops.access.gateway import (
 )
 from ..ops.access.policy import PRINCIPALS, ROLES, AccessDenied, matrix, validate_policy
 from .context import CliContext
-from .output import print_json, table
+from .output import print_json, table, visible
 
 
 def cmd_query(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -27,7 +27,7 @@ def cmd_query(args: argparse.Namespace, ctx: CliContext) -> int:
     try:
         result = Gateway(ctx.platform, limits).query(args.who, args.sql)
     except (AccessDenied, QueryError) as exc:
-        raise SystemExit(f"denied: {exc}" if isinstance(exc, AccessDenied) else f"error: {exc}") from None
+        raise SystemExit(f"denied: {visible(exc)}" if isinstance(exc, AccessDenied) else f"error: {visible(exc)}") from None
     rows = result.to_pylist()
     if ctx.as_json:
         print_json(rows)

@@ -15,7 +15,7 @@ from ..product.contract_approvals import approve_mapping
 from ..product.anomaly import anomaly_held_builds, approve_anomaly, reject_anomaly
 from ..product.restatements import approve_restatement, held_builds
 from .context import CliContext, sales_date
-from .output import print_json, table
+from .output import print_json, table, visible
 
 
 def cmd_batch_list(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -48,7 +48,7 @@ def _decide(args: argparse.Namespace, ctx: CliContext, decision: str) -> int:
         verb = "retired: loads of" if decision == RETIRED else "reinstated: loads of"
         print(f"{made.batch_id} {verb} {made.partition} {'leave it out' if decision == RETIRED else 'use it again'} "
               f"(its bytes stay in the raw store).\nReload the day to publish the change: atlasmart backfill "
-              f"--from {made.partition} --to {made.partition} --operator {args.by} --reason ...")
+              f"--from {made.partition} --to {made.partition} --operator {visible(args.by)} --reason ...")
     return 0
 
 
@@ -84,8 +84,8 @@ def cmd_batch_map(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.as_json:
         print_json({"approval_id": approval, "batch_id": args.batch, "partition": batch["partition"]})
     else:
-        print(f"mapping approved for {args.batch} ({batch['partition']}): {', '.join(args.rename)} on contract "
-              f"{args.base}; the next load of the day reads the batch with it.")
+        print(f"mapping approved for {args.batch} ({batch['partition']}): {visible(', '.join(args.rename))} on contract "
+              f"{visible(args.base)}; the next load of the day reads the batch with it.")
     return 0
 
 

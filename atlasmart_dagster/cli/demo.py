@@ -15,7 +15,7 @@ from ..errors import AtlasmartError, UsageError
 from ..ops.runs import run_chain, run_reference
 from ..product.serving import partition_status
 from .context import CliContext, partition_problem
-from .output import print_json, short, table
+from .output import print_json, short, table, visible
 
 
 def staging_counts(ctx: CliContext, partition: str) -> dict | None:
@@ -107,7 +107,7 @@ def cmd_demo(args: argparse.Namespace, ctx: CliContext) -> int:
         ))
         print(f"\ncommitted source seq: {seq}")
         for s in skipped:
-            print(f"skipped sales_date={s['partition']}: {s['reason']}")
+            print(f"skipped sales_date={visible(s['partition'])}: {visible(s['reason'])}")
     return 0 if all(o.success for o in outcomes) else 1
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import AtlasmartError, UsageError
 from .context import CliContext, sales_date
-from .output import print_json, table
+from .output import print_json, table, visible
 
 
 def _workflow(ctx: CliContext):
@@ -39,16 +39,16 @@ def _show(ctx: CliContext, incident) -> None:
     if ctx.as_json:
         print_json(data)
         return
-    print(f"{incident.id}  [{incident.status}]  {incident.title}")
+    print(f"{incident.id}  [{incident.status}]  {visible(incident.title)}")
     print(f"days: {', '.join(incident.partitions) or '-'}   assets: {', '.join(incident.assets) or '-'}")
     print(f"fingerprint: {data['fingerprint']}\n\ntimeline:")
     for e in incident.events:
-        print(f"  {e['at']}  {e['actor']:<28} {e['kind']:<17} {e['message']}")
+        print(f"  {e['at']}  {visible(e['actor']):<28} {e['kind']:<17} {visible(e['message'])}")
     if data["triage"]:
-        print(f"\ntriage: {data['triage']['verdict']} ({data['triage']['note']})")
+        print(f"\ntriage: {data['triage']['verdict']} ({visible(data['triage']['note'])})")
     for action in data["postmortem_actions"]:
-        print(f"action {action['action_id']}: {action['owner']} by {action['due']}: {action['gap']} "
-              f"[{'done: ' + action['evidence'] if action['done'] else 'open'}]")
+        print(f"action {action['action_id']}: {visible(action['owner'])} by {visible(action['due'])}: "
+              f"{visible(action['gap'])} [{'done: ' + visible(action['evidence']) if action['done'] else 'open'}]")
 
 
 def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -95,17 +95,17 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
                 print_json({"triage": result["triage"], "blast_radius": result["blast_radius"].to_json()})
             else:
                 t = result["triage"]
-                print(f"verdict: {t['verdict']} ({t['note']})")
+                print(f"verdict: {t['verdict']} ({visible(t['note'])})")
                 for mechanism, evidence in t["evidence"].items():
                     for item in evidence:
-                        print(f"  {mechanism}: {item}")
+                        print(f"  {mechanism}: {visible(item)}")
                 for day, due in t.get("due", {}).items():
-                    print(f"  {day}: {due['state']} ({due['detail']})")
+                    print(f"  {day}: {due['state']} ({visible(due['detail'])})")
                 for day, served in t.get("served", {}).items():
-                    print(f"  {day}: {served}")
+                    print(f"  {day}: {visible(served)}")
                 for lines in t.get("dashboards", {}).values():
                     for line in lines:
-                        print(f"  {line}")
+                        print(f"  {visible(line)}")
                 print(result["blast_radius"].render_text())
         elif action == "contain":
             assets = args.assets.split(",") if args.assets else None
@@ -123,7 +123,7 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
                                next_update=args.next_update, restated=args.restated,
                                out_dir=Path(args.out) if args.out else None)
             _show_in_ui(ctx, args.id)
-            print_json(notice) if ctx.as_json else print(wf.get(args.id).latest("notice")["data"]["markdown"])
+            print_json(notice) if ctx.as_json else print(visible(wf.get(args.id).latest("notice")["data"]["markdown"], lines=True))
         elif action == "repair":
             outcome = wf.repair(args.id, args.actor, args.start, args.end or args.start, args.reason,
                                 start_at=args.start_at, include_current=args.include_current)
@@ -157,7 +157,7 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
         elif action == "postmortem":
             if args.complete:
                 wf.complete_action(args.id, args.complete, args.actor, args.evidence or "")
-                print(f"{args.complete} done")
+                print(f"{visible(args.complete)} done")
             else:
                 action_id = wf.add_action(args.id, args.actor, args.owner or "", args.due or "", args.gap or "",
                                           args.verification or "")
@@ -166,7 +166,7 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
     except UsageError:
         raise  # wrong arguments: `atlasmart` prints the line and exits 2
     except AtlasmartError as exc:
-        raise SystemExit(f"error: {exc}") from None  # refused: exit 1
+        raise SystemExit(f"error: {visible(exc)}") from None  # refused: exit 1
 
 
 def _show_in_ui(ctx: CliContext, *incident_ids: str | None) -> None:
@@ -193,7 +193,7 @@ def cmd_blast_radius(args: argparse.Namespace, ctx: CliContext) -> int:
         br = (blast_radius.from_asset(ctx.defs, args.asset, partitions) if args.asset
               else blast_radius.from_field(ctx.defs, args.field, partitions))
     except AtlasmartError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise SystemExit(f"error: {visible(exc)}") from None
     if ctx.as_json:
         print_json(br.to_json())
     elif args.mermaid:
@@ -214,8 +214,8 @@ def cmd_contract(args: argparse.Namespace, ctx: CliContext) -> int:
         approve(ctx.platform.ledger, args.batch, args.partition, args.version, args.owner, args.approved_by,
                 args.reason, ctx.platform.clock.now(), incident_id=args.incident)
     except AtlasmartError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    print(f"batch {args.batch} ({args.partition}) will be read with contract {args.version}")
+        raise SystemExit(f"error: {visible(exc)}") from None
+    print(f"batch {visible(args.batch)} ({args.partition}) will be read with contract {visible(args.version)}")
     return 0
 
 
@@ -243,9 +243,9 @@ def cmd_dashboard(args: argparse.Namespace, ctx: CliContext) -> int:
         print_json([d.to_json() for d in decisions])
         return 0
     deploy(ledger, dashboard, args.actor, args.reason or args.action, ctx.platform.clock.now())
-    print(f"deployed {dashboard.asset} v{dashboard.version} (compiled from governed metric: {dashboard.compiled_from_governed})")
+    print(f"deployed {visible(dashboard.asset)} v{visible(dashboard.version)} (compiled from governed metric: {dashboard.compiled_from_governed})")
     for tile in dashboard.hand_written_governed_tiles:
-        print(f"  NOT governed: tile {tile.key!r} ({tile.title}) presents {tile.presents_governed_metric} but is not "
+        print(f"  NOT governed: tile {visible(repr(tile.key))} ({visible(tile.title)}) presents {tile.presents_governed_metric} but is not "
               "compiled from the governed metric; the golden check compares it with the governed metric")
     return 0
 

@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from .context import CliContext
+from .output import visible
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -323,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("atlasmart: interrupted", file=sys.stderr)
                 return EXIT_INTERRUPTED
             code, message = explain(exc)
-            print(f"atlasmart: error: {' '.join(message.split())}", file=sys.stderr)
+            print(f"atlasmart: error: {visible(' '.join(message.split()))}", file=sys.stderr)
             return code
         finally:
             if ctx is not None:

@@ -12,7 +12,7 @@ from ..ops.backfills import BackfillRequest, earlier_submission, run_backfill, s
 from ..product.run_certification import certify_run
 from ..store.dagster_instance import resolve_run_id
 from .context import CliContext, sales_date
-from .output import print_json
+from .output import print_json, visible
 
 
 def cmd_certify(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -75,7 +75,7 @@ def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
     if not ctx.as_json:
         scope = f"from {request.start_at} down" if request.start_at else "whole chain"
         print(f"backfill {request.start}..{request.end} ({len(request.partitions)} days, {scope}) "
-              f"in the backfill lane for {request.operator}: {request.reason}", flush=True)
+              f"in the backfill lane for {visible(request.operator)}: {visible(request.reason)}", flush=True)
     from ..bench.progress import Progress  # lazy: loaded by its command only
 
     progress = Progress("backfill", len(request.partitions), enabled=None if not ctx.as_json else False)

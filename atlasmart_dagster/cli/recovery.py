@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import AtlasmartError
 from .context import CliContext
-from .output import print_json
+from .output import print_json, visible
 
 
 def _backup_root(ctx: CliContext, given: str | None) -> Path:
@@ -22,7 +22,7 @@ def cmd_backup(args: argparse.Namespace, ctx: CliContext) -> int:
     try:
         manifest = backup(ctx.platform, _backup_root(ctx, args.to))
     except AtlasmartError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise SystemExit(f"error: {visible(exc)}") from None
     summary = {"backup_id": manifest["backup_id"], "path": manifest["path"], "files": len(manifest["files"]),
                "tables": manifest["tables"]}
     print_json(summary) if ctx.as_json else print(
@@ -42,7 +42,7 @@ def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
     try:
         report = restore(Path(args.backup), ctx.platform.home, ctx.platform.clock.now())
     except AtlasmartError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise SystemExit(f"error: {visible(exc)}") from None
     fresh = Platform.open(home=ctx.platform.home.root, landing=ctx.platform.landing_root, clock=ctx.clock)
     checked = verify(fresh)
     result = {**report, "verify": checked}
@@ -87,7 +87,7 @@ def cmd_rollback(args: argparse.Namespace, ctx: CliContext) -> int:
     try:
         result = rollback_partition(ctx.platform, args.asset, args.partition, args.actor, args.reason)
     except AtlasmartError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise SystemExit(f"error: {visible(exc)}") from None
     print_json(result) if ctx.as_json else print(
         f"{args.asset} {args.partition} rolled back to snapshot {result['to_snapshot_id']} ({result['rows']} rows)")
     return 0
