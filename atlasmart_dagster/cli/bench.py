@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .context import CliContext
+from .context import CliContext, iso_date
 from .output import print_json
 
 
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help=cmd_generate.__doc__, description=cmd_generate.__doc__)
     p.add_argument("--days", type=int, required=True)
     p.add_argument("--rows", type=int, required=True, help="rows per day")
-    p.add_argument("--start", default="2026-09-17", help="first sales_date")
+    p.add_argument("--start", default="2026-09-17", type=iso_date, help="first sales_date (YYYY-MM-DD)")
     p.add_argument("--out", required=True, help="folder (landing/ and expected.json are written there)")
     p.set_defaults(handler=cmd_generate)
     p = sub.add_parser("bench", help=cmd_bench.__doc__, description=cmd_bench.__doc__)

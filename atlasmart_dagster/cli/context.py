@@ -29,11 +29,9 @@ def partition_problem(day: str) -> str | None:
     from ..defs.partitions import FIRST_SALES_DATE, daily_partitions  # local: loads Dagster (cold start)
 
     try:
-        if not _ISO_DATE.fullmatch(day):
-            raise ValueError(day)
-        date.fromisoformat(day)
-    except ValueError:
-        return f"{day!r} is not a date in YYYY-MM-DD form"
+        iso_date(day)
+    except argparse.ArgumentTypeError as exc:
+        return str(exc)
     if day < FIRST_SALES_DATE:
         return f"{day} is before the first partition {FIRST_SALES_DATE}"
     last = daily_partitions.get_last_partition_key()
@@ -43,6 +41,17 @@ def partition_problem(day: str) -> str | None:
             "(a day becomes a partition once it has ended, UTC)"
         )
     return None
+
+
+def iso_date(text: str) -> str:
+    """argparse ``type=``: any day in YYYY-MM-DD form (a due date, a generated landing zone's first day)."""
+    try:
+        if not _ISO_DATE.fullmatch(text):
+            raise ValueError(text)
+        date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date in YYYY-MM-DD form") from None
+    return text
 
 
 def sales_date(text: str) -> str:

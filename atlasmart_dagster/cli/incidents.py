@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from ..errors import AtlasmartError, UsageError
-from .context import CliContext, sales_date
+from .context import CliContext, iso_date, sales_date
 from .output import print_json, table, visible
 
 
@@ -281,7 +281,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reason", help="repair: why")
     p.add_argument("--include-current", action="store_true", help="repair: the scope includes the current day")
     p.add_argument("--owner", help="postmortem action owner")
-    p.add_argument("--due", help="postmortem action due date (YYYY-MM-DD)")
+    p.add_argument("--due", type=iso_date, help="postmortem action due date (YYYY-MM-DD)")
     p.add_argument("--gap", help="postmortem: the detected gap the action closes")
     p.add_argument("--verification", help="postmortem: how completion is proven")
     p.add_argument("--complete", help="postmortem: mark this action id done")
@@ -293,15 +293,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--field", help="start from this source field: an ERP order line field (line_amount_usd) or a "
                                    "reference field (email, dim_customer.region); column lineage, the whole day for "
                                    "a required field, and dimension references")
-    p.add_argument("--from", dest="start", help="first affected day")
-    p.add_argument("--to", dest="end", help="last affected day")
+    p.add_argument("--from", dest="start", type=sales_date, help="first affected day (YYYY-MM-DD)")
+    p.add_argument("--to", dest="end", type=sales_date, help="last affected day (YYYY-MM-DD)")
     p.add_argument("--mermaid", action="store_true", help="print a Mermaid flowchart")
     p.set_defaults(handler=cmd_blast_radius)
 
     p = sub.add_parser("contract", help=cmd_contract.__doc__, description=cmd_contract.__doc__)
     p.add_argument("action", choices=["approve", "list"])
     p.add_argument("--batch")
-    p.add_argument("--partition")
+    p.add_argument("--partition", type=sales_date, help="the batch's sales_date (YYYY-MM-DD)")
     p.add_argument("--version")
     p.add_argument("--owner", help="the contract's owning team (must match the contract)")
     p.add_argument("--approved-by", help="the person approving")

@@ -29,12 +29,14 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import os
 import signal
 import sys
 import traceback
 from contextlib import contextmanager
 from typing import Iterator
 
+from ..defs.first_sales_date import FIRST_SALES_DATE_ENV, first_sales_date_problem
 from .context import CliContext
 from .output import visible
 
@@ -227,7 +229,17 @@ FREE_TEXT_OPTIONS = ("reason", "text", "summary", "gap", "verification", "eviden
 
 
 # Documented limits (docs/incidents.md): an identity is a short field, free text a note, never a file.
-SHORT_OPTIONS, SHORT_MAX, TEXT_MAX = ("actor", "operator", "owner", "by"), 200, 10_000
+SHORT_OPTIONS, SHORT_MAX, TEXT_MAX = ("actor", "operator", "owner", "by", "approved_by"), 200, 10_000
+
+
+def _check_settings() -> None:
+    """A setting every command depends on is checked before any command is parsed (parsing one loads the
+    partitions, which are built from ``$ATLASMART_FIRST_SALES_DATE``): a bad value is a usage error (exit 2)."""
+    problem = first_sales_date_problem(os.environ.get(FIRST_SALES_DATE_ENV))
+    if problem:
+        from ..errors import UsageError  # local: cold start
+
+        raise UsageError(problem)
 
 
 def _check_lengths(args: argparse.Namespace) -> None:
@@ -297,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ctx = None
     with _noticing_interrupts() as interrupted:
         try:
+            _check_settings()
             args = build_parser().parse_args(argv)  # argument errors exit 2 here, with one line
             _check_lengths(args)
             ctx = CliContext(

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import AtlasmartError
-from .context import CliContext
+from .context import CliContext, sales_date
 from .output import print_json, visible
 
 
@@ -125,7 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_maintain)
     p = sub.add_parser("rollback", help=cmd_rollback.__doc__, description=cmd_rollback.__doc__)
     p.add_argument("--asset", required=True, help="a certified asset, fact_sales or agg_daily_sales")
-    p.add_argument("--partition", required=True, help="the day, YYYY-MM-DD")
+    p.add_argument("--partition", required=True, type=sales_date, help="the day, YYYY-MM-DD")
     p.add_argument("--actor", required=True, help="who rolls back (recorded)")
     p.add_argument("--reason", required=True)
     p.set_defaults(handler=cmd_rollback)

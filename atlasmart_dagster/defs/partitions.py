@@ -6,10 +6,13 @@ import os
 
 import dagster as dg
 
+from .first_sales_date import first_sales_date
+
 # The product's history starts on 2026-09-17. A deployment that migrates older
 # history (or the benchmark's year-long backfill, which needs 365 past days)
-# sets ATLASMART_FIRST_SALES_DATE before the code location loads.
-FIRST_SALES_DATE = os.environ.get("ATLASMART_FIRST_SALES_DATE", "2026-09-17")
+# sets ATLASMART_FIRST_SALES_DATE before the code location loads: read at
+# import, because the partitions definition is built from it.
+FIRST_SALES_DATE = first_sales_date()
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date=FIRST_SALES_DATE, timezone="UTC")
 
