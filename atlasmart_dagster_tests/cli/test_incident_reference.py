@@ -56,8 +56,8 @@ def test_an_unknown_incident_is_refused_before_anything_is_recorded(env, capsys,
     before = ledger_dump(env)
     code, out, err = run(env, capsys, *argv, "--incident", "INC-9999")
     assert (code, out) == (2, "")
-    assert err.strip().splitlines() == ["atlasmart: error: no such incident INC-9999, nothing was recorded "
-                                        "(`atlasmart incident list --all` lists them)"]
+    assert err.strip().splitlines() == [("atlasmart: error: no such incident INC-9999, nothing was recorded "
+                                         "(`atlasmart incident list --all` lists them)")]
     assert ledger_dump(env) == before
 
 

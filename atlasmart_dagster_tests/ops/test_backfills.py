@@ -5,8 +5,8 @@ import json
 import pytest
 
 from atlasmart_dagster.errors import LaneViolation
-from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
 from atlasmart_dagster.ops.backfills import BackfillRequest, run_backfill
+from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.published_controls import fingerprints_of
 from atlasmart_dagster.store.clock import LogicalClock
