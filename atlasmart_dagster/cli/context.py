@@ -74,8 +74,15 @@ class CliContext:
     @cached_property
     def platform(self) -> Platform:
         from ..errors import UsageError  # local: loads DuckDB (cold start)
+        from ..store.home import AtlasmartHome, home_path_problem  # local: cold start
         from ..store.platform import Platform  # local: loads pyiceberg, SQLAlchemy, DuckDB (cold start)
 
+        # Refused before anything is created: a stray folder beside the home is what such a path would make.
+        home = AtlasmartHome.resolve(self.home)
+        for folder, what in ((home.root, "the home path"), (home.shared_root, "$ATLASMART_WAREHOUSE")):
+            problem = folder and home_path_problem(folder, what)
+            if problem:
+                raise UsageError(problem)
         platform = Platform.open(home=self.home, landing=self.landing, clock=self.clock)
         clock = platform.clock
         if isinstance(clock, LogicalClock) and not clock.path.exists():

@@ -31,11 +31,12 @@ and the home keeps a cache of the raw batches it read.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from ..errors import UsageError
 from .object_store import ENDPOINT_ENV, S3Location, S3Store, is_object_store_url, s3_store
@@ -61,6 +62,23 @@ def resolve_landing(path: str | os.PathLike | None = None) -> Path:
     """Explicit path, else ``$ATLASMART_LANDING``, else the bundled sample."""
     chosen = path or os.environ.get(LANDING_ENV)
     return Path(chosen).resolve() if chosen else sample_landing_dir()
+
+
+# What a folder of the home may not hold: the stores are opened through URLs (the SQLite catalog through
+# SQLAlchemy, the Iceberg warehouse as file://), where "?" starts a query and "#" a fragment, so the files
+# would land in a truncated path beside the home; a control character is no name a person can type back.
+_URL_SPECIAL = re.compile("[?#\x00-\x1f\x7f-\x9f]")
+
+
+def home_path_problem(path: str | os.PathLike, what: str = "the home path") -> str | None:
+    """Why ``path`` cannot hold a home's stores (a ``?``, ``#`` or control character in it), or None."""
+    found = sorted(set(_URL_SPECIAL.findall(str(path))))
+    if not found:
+        return None
+    names = ", ".join(repr(c) for c in found)
+    return (f"{what} {str(path)!r} holds {names}, which the catalog's and the warehouse's URLs read as "
+            "more than a path (its files would be written beside the home): choose a path without ?, # or "
+            "control characters")
 
 
 @dataclass(frozen=True)
@@ -123,8 +141,10 @@ class AtlasmartHome:
     def catalog_uri(self) -> str:
         """The SQLAlchemy URL of the Iceberg SQL catalog: SQLite in the home, or the team's Postgres."""
         if self.database_url is None:
-            # timeout: wait for the SQLite write lock instead of failing at once.
-            return f"sqlite:///{self.catalog_db}?timeout=60"
+            # A SQLite file: URI, percent-quoted, so that no character of the path (a space, %, ?, #) is read
+            # as part of the URL: SQLAlchemy passes a plain sqlite:/// path on as typed, up to the first "?",
+            # while SQLite decodes a file: URI itself. timeout: wait for the write lock instead of failing.
+            return f"sqlite:///file:{quote(str(self.catalog_db))}?uri=true&timeout=60"
         return sqlalchemy_postgres_url(self.database_url)
 
     @property
