@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 FIRST_SALES_DATE_ENV = "ATLASMART_FIRST_SALES_DATE"
 DEFAULT_FIRST_SALES_DATE = "2026-09-17"
@@ -24,7 +24,7 @@ def first_sales_date_problem(value: str | None) -> str | None:
     """Why ``value`` cannot be the first partition (not YYYY-MM-DD, before 2000-01-01, after today UTC), or None."""
     if not value:
         return None  # unset (or set empty): the default
-    today = datetime.now(timezone.utc).date().isoformat()
+    today = datetime.now(UTC).date().isoformat()
     accepted = f"expected a day YYYY-MM-DD from {EARLIEST_FIRST_SALES_DATE} to {today} (today, UTC)"
     try:
         if not _ISO_DATE.fullmatch(value):
