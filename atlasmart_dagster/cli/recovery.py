@@ -40,7 +40,7 @@ def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
     from ..store.platform import Platform  # lazy: loaded by its command only
 
     try:
-        report = restore(Path(args.backup), ctx.platform.home, ctx.platform.clock.now())
+        report = restore(Path(args.backup), ctx.platform.home, ctx.platform.clock.now(), relocate=args.relocate)
     except AtlasmartError as exc:
         raise SystemExit(f"error: {exc}") from None
     fresh = Platform.open(home=ctx.platform.home.root, landing=ctx.platform.landing_root, clock=ctx.clock)
@@ -50,6 +50,7 @@ def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
         print_json(result)
     else:
         print(f"restored {report['backup_id']} ({report['restored_files']} files)"
+              + (f", relocated from {report['relocated_from']}" if report["relocated_from"] else "")
               + (f"; previous contents kept in {report['aside']}" if report["aside"] else ""))
         if report["left_aside"]:
             print(f"note: {', '.join(report['left_aside'])} could not be moved back and stay in {report['aside']}")
@@ -144,6 +145,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_backup)
     p = sub.add_parser("restore", help=cmd_restore.__doc__, description=cmd_restore.__doc__)
     p.add_argument("backup", help="a backup folder (<backups>/BK-0001)")
+    p.add_argument("--relocate", action="store_true",
+                   help="restore a backup taken at another home path into this one, its metadata rewritten for it")
     p.set_defaults(handler=cmd_restore)
     p = sub.add_parser("relocate", help=cmd_relocate.__doc__.splitlines()[0], description=cmd_relocate.__doc__)
     p.set_defaults(handler=cmd_relocate)

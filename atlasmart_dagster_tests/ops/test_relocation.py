@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -126,3 +127,27 @@ def test_a_copy_missing_a_data_file_is_refused_and_left_as_it_was(source, tmp_pa
     line = one_line(err)
     assert code == 1 and f"{lost} is missing: the copy lacks a data file" in line and "nothing was changed" in line
     assert tree(copy) == before
+
+
+def test_a_backup_taken_at_another_path_restores_here_with_relocate(source, tmp_path):
+    code, out, err = run(source.home, source.landing, "--json", "backup", "--to", str(tmp_path / "backups"))
+    assert code == 0, err
+    untouched = tree(source.home)  # (the backup's id is allocated in its ledger)
+    backup = json.loads(out)["path"]
+    elsewhere = tmp_path / "elsewhere"
+    code, _, err = run(elsewhere, source.landing, "restore", backup)
+    line = one_line(err)
+    assert code == 1 and f"belongs to home {source.home}" in line
+    assert f"run `atlasmart restore {backup} --relocate`" in line
+    assert not (elsewhere / "catalog.db").exists()
+
+    code, out, err = run(elsewhere, source.landing, "--json", "restore", backup, "--relocate")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["relocated_from"] == str(source.home) and report["verify"]["ok"]
+    assert naming(elsewhere, source.home) == []
+    assert_same_product(elsewhere, source)
+    with sqlite3.connect(elsewhere / "catalog.db") as con:
+        locations = [r[0] for r in con.execute("SELECT metadata_location FROM iceberg_tables")]
+    assert locations and all(loc.startswith(f"file://{elsewhere}/warehouse/") for loc in locations)
+    assert tree(source.home) == untouched
