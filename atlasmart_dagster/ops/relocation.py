@@ -35,8 +35,9 @@ import json
 import re
 import sqlite3
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pyiceberg.io import load_file_io
 from pyiceberg.manifest import read_manifest_list

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-import atlasmart_dagster.store.dagster_instance as dagster_instance
 from atlasmart_dagster.cli.main import main
+from atlasmart_dagster.store import dagster_instance
 from atlasmart_dagster_tests.store.damaged_home import one_line
 
 
@@ -32,7 +32,7 @@ def _as_a_user(home: Path, *args: str) -> subprocess.CompletedProcess:
         if setpriv is None:
             pytest.skip("needs setpriv(1) to run a command that file permissions apply to, as root")
         atlasmart = [setpriv, "--bounding-set=-dac_override,-dac_read_search", *atlasmart]
-    return subprocess.run(atlasmart, capture_output=True, text=True, timeout=120,
+    return subprocess.run(atlasmart, capture_output=True, text=True, timeout=120, check=False,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
@@ -49,10 +49,10 @@ def prepared(tmp_path, embedded, capsys) -> Path:
 def test_a_read_only_dagster_folder_or_database_is_refused_in_one_line_with_the_fix(prepared):
     dagster = prepared / "dagster"
     runs_db = dagster / "history" / "runs.db"
-    cases = [(runs_db, 0o444, f"cannot write {runs_db}: the file is read-only (mode 0444): make it writable "
-                              f"(chmod u+w {runs_db})"),
-             (dagster, 0o555, f"cannot create files in {dagster} (mode 0555): make it writable by this user "
-                              f"(chmod u+w {dagster})")]
+    cases = [(runs_db, 0o444, (f"cannot write {runs_db}: the file is read-only (mode 0444): make it writable "
+                               f"(chmod u+w {runs_db})")),
+             (dagster, 0o555, (f"cannot create files in {dagster} (mode 0555): make it writable by this user "
+                               f"(chmod u+w {dagster})"))]
     for path, mode, fix in cases:
         before = path.stat().st_mode & 0o777
         path.chmod(mode)
