@@ -55,9 +55,12 @@ storage:
       base_dir: {folder}
 """
 INIT_LOCK_NAME = ".atlasmart-init.lock"
-# The folders of Dagster's SQLite storage in an instance folder (run, event log index, schedule storage): each
-# must take new files (SQLite's -wal, -shm and -journal), and each database in them must open for writing.
+# The folders of Dagster's SQLite storage in an instance folder, which must take new files (SQLite's -wal, -shm
+# and -journal), and the databases every command writes (runs, the event log's index, schedules), which must
+# open for writing. Dagster's own SQLite event log keeps one more database per run in history/runs: written by
+# that run only, and as many as there were runs, they are not probed.
 STORAGE_FOLDERS = (".", "history", "history/runs", "schedules")
+STORAGE_DATABASES = ("history/runs.db", "history/runs/index.db", "schedules/schedules.db")
 _WRITE_REFUSED = {errno.EACCES: "permission denied", errno.EPERM: "permission denied",
                   errno.EROFS: "read-only file system", errno.ENOSPC: "the disk is full",
                   errno.EDQUOT: "the disk quota is full"}
@@ -110,10 +113,11 @@ def writable_or_refused(folder: Path, origin: str) -> None:
     which root ignores and which say nothing of a read-only or full disk.
     """
     paths = [folder / name for name in STORAGE_FOLDERS if (folder / name).is_dir()]
-    databases = sorted(p for d in paths for p in d.glob("*.db") if p.is_file())
+    databases = [folder / name for name in STORAGE_DATABASES if (folder / name).is_file()]
     for database in databases:
         heal_shm(database)  # a -shm left 0444 by a database once read-only, fixed since
-    paths += sorted(p for d in list(paths) for p in d.glob("*.db*") if p.is_file())
+        sides = (Path(f"{database}{side}") for side in ("", "-wal", "-shm", "-journal"))
+        paths += [p for p in sides if p.is_file()]
     for path in paths:
         try:
             _probe(path)
