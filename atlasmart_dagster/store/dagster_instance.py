@@ -96,8 +96,7 @@ def _probe(path: Path) -> None:
     if path.is_dir():
         handle, probe = tempfile.mkstemp(prefix=".atlasmart-probe-", dir=path)
         try:
-            os.write(handle, b"\0" * 4096)
-            os.fsync(handle)
+            os.write(handle, b"\0" * 4096)  # a full disk refuses the blocks here (no fsync: every command probes)
         finally:
             os.close(handle)
             os.unlink(probe)
