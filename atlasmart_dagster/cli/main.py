@@ -81,6 +81,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "restore": ("recovery", "Restore a backup into its home, all or nothing (staged and checked beside it first), "
                 "then verify. The previous home is kept beside it as <home>.damaged-<time>; a failure before the "
                 "swap leaves it untouched."),
+    "relocate": ("recovery", "Make a home copied or moved to this path (cp -a) work here: rewrite its tables' "
+                 "metadata, then verify."),
     "verify": ("recovery", "Recompute controls and fingerprints of every certified partition and compare them with "
                "the ledger."),
     "maintain": ("recovery", "Expire Iceberg snapshots nothing relies on any more (keeps commits fast); optionally "

@@ -1,4 +1,4 @@
-"""Commands for disaster recovery: backup, restore, verify, rollback."""
+"""Commands for disaster recovery: backup, restore, relocate, verify, rollback."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
     from ..store.platform import Platform  # lazy: loaded by its command only
 
     try:
-        report = restore(Path(args.backup), ctx.platform.home, ctx.platform.clock.now())
+        report = restore(Path(args.backup), ctx.platform.home, ctx.platform.clock.now(), relocate=args.relocate)
     except AtlasmartError as exc:
         raise SystemExit(f"error: {visible(exc)}") from None
     fresh = Platform.open(home=ctx.platform.home.root, landing=ctx.platform.landing_root, clock=ctx.clock)
@@ -50,9 +50,38 @@ def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
         print_json(result)
     else:
         print(f"restored {report['backup_id']} ({report['restored_files']} files)"
+              + (f", relocated from {report['relocated_from']}" if report["relocated_from"] else "")
               + (f"; previous contents kept in {report['aside']}" if report["aside"] else ""))
         if report["left_aside"]:
             print(f"note: {', '.join(report['left_aside'])} could not be moved back and stay in {report['aside']}")
+        print(f"verify: {'ok' if checked['ok'] else 'PROBLEMS'}")
+        _print_findings(checked)
+    return 0 if checked["certified_ok"] else 1
+
+
+def cmd_relocate(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Make a home copied or moved to this path (cp -a) work here: rewrite its tables' metadata, then verify.
+
+    Iceberg metadata holds absolute paths, so a copied home is refused until then. The copy's catalog, manifest
+    lists and manifests are rewritten for this path under the catalog's lock (all or nothing); the home it was
+    copied from is not touched.
+    """
+    from ..ops.recovery import verify  # lazy: loaded by its command only
+    from ..ops.relocation import relocate_home  # lazy: loaded by its command only
+    from ..store.platform import Platform  # lazy: loaded by its command only
+
+    try:
+        report = relocate_home(ctx.platform.home)
+    except AtlasmartError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    fresh = Platform.open(home=ctx.platform.home.root, landing=ctx.platform.landing_root, clock=ctx.clock)
+    checked = verify(fresh)
+    if ctx.as_json:
+        print_json({**report, "verify": checked})
+    else:
+        print(f"relocated {report['tables']} tables from {report['from']} to {report['to']} "
+              f"({report['files_rewritten']} metadata files rewritten)" if report["relocated"] else
+              f"{report['to']} names its own path already: nothing to relocate")
         print(f"verify: {'ok' if checked['ok'] else 'PROBLEMS'}")
         _print_findings(checked)
     return 0 if checked["certified_ok"] else 1
@@ -116,7 +145,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_backup)
     p = sub.add_parser("restore", help=cmd_restore.__doc__, description=cmd_restore.__doc__)
     p.add_argument("backup", help="a backup folder (<backups>/BK-0001)")
+    p.add_argument("--relocate", action="store_true",
+                   help="restore a backup taken at another home path into this one, its metadata rewritten for it")
     p.set_defaults(handler=cmd_restore)
+    p = sub.add_parser("relocate", help=cmd_relocate.__doc__.splitlines()[0], description=cmd_relocate.__doc__)
+    p.set_defaults(handler=cmd_relocate)
     p = sub.add_parser("verify", help=cmd_verify.__doc__, description=cmd_verify.__doc__)
     p.set_defaults(handler=cmd_verify)
     p = sub.add_parser("maintain", help=cmd_maintain.__doc__, description=cmd_maintain.__doc__)

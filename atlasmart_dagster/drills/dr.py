@@ -36,7 +36,8 @@ NOT_PROVEN = [
     "key management: nothing here is encrypted, so no keys are backed up or rotated",
     "BI exports and dashboard caches outside the platform: consumers' copies are not restored; they are told "
     "through notices",
-    "relocation: Iceberg metadata holds absolute paths, so a backup restores into the home path it came from",
+    "relocation: this drill restores into the home path the backup came from; a backup restored at another path "
+    "(restore --relocate) or a copied home (atlasmart relocate) is proven by its own tests, not here",
     "the Dagster instance (run history): it is operational history, not the data product, and is not backed up",
 ]
 

@@ -29,8 +29,11 @@ evidence against its hashes, and checks that every layer reconciles with
 controls recomputed from raw; a file it cannot read or a sum that overflows
 is a finding about that partition, never a crash.
 
-Iceberg metadata holds absolute file paths, so a backup restores into the
-home path it was taken from.
+Iceberg metadata holds absolute file paths, so a backup restores as it is
+into the home path it was taken from; ``restore(..., relocate=True)``
+(``atlasmart restore BACKUP --relocate``) restores it at another path, its
+tables' metadata rewritten for that path in the staging folder before the
+swap (``ops/relocation.py``).
 
 Backup and restore cover the embedded home; in the team deployment they are
 refused (``TEAM_BACKUP``): the database is backed up with Postgres' own tools
@@ -262,14 +265,16 @@ def _free_path(path: Path) -> Path:
     return candidate
 
 
-def restore(backup_dir: Path, home: AtlasmartHome, at: datetime) -> dict[str, Any]:
+def restore(backup_dir: Path, home: AtlasmartHome, at: datetime, relocate: bool = False) -> dict[str, Any]:
     """Restore a backup into its home, all or nothing; the previous home is kept beside it, not deleted.
 
     Order: refuse a backup missing a file; copy it into a staging folder next
     to the home and check every checksum there; rename the home aside
     (``<home>.damaged-<time>``); rename the staging folder into place; move
     what is not the product's data (Dagster instance, clock, artifacts) back
-    into the new home. Any failure before the swap removes the staging folder
+    into the new home. A backup taken at another path is refused unless
+    ``relocate``: then the staged copy's metadata is rewritten for this path
+    after its checksums are proved, before the swap. Any failure before the swap removes the staging folder
     and leaves the home untouched; a failed swap puts the home back. Refused in the team deployment.
     """
     if home.team:
@@ -277,15 +282,21 @@ def restore(backup_dir: Path, home: AtlasmartHome, at: datetime) -> dict[str, An
     backup_dir = Path(backup_dir)
     manifest = _load_complete_backup(backup_dir)
     backup_id = manifest["backup_id"]
-    if Path(manifest["home"]) != home.root:
+    taken_at = Path(manifest["home"])
+    if taken_at != home.root and not relocate:
         raise RecoveryError(
             f"backup {backup_id} belongs to home {manifest['home']}: Iceberg metadata holds absolute "
-            f"paths, so it restores there (not into {home.root})"
+            f"paths, so it restores there as it is; to restore it into {home.root}, run "
+            f"`atlasmart restore {backup_dir} --relocate` (its metadata is rewritten for this path)"
         )
     stamp = at.strftime("%Y%m%dT%H%M%S")
     staging = _free_path(home.root.parent / f".{home.root.name}.restoring-{stamp}")
     try:
         _stage(backup_dir, manifest, home, staging)
+        if taken_at != home.root:
+            from .relocation import relocate_files  # local: only a relocating restore needs it
+
+            relocate_files(staging, taken_at, home.root)
     except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)  # whatever stopped it, no half-staged folder stays behind
         if isinstance(exc, OSError):
@@ -311,7 +322,7 @@ def restore(backup_dir: Path, home: AtlasmartHome, at: datetime) -> dict[str, An
             aside.rmdir()  # the home held none of the product's data: nothing to keep as evidence
             aside = None
     return {"backup_id": backup_id, "home_id": manifest.get("home_id"), "restored_files": len(manifest["files"]),
-            "moved_aside": moved, "aside": str(aside) if aside else None, "carried_over": carried, "left_aside": left}
+            "relocated_from": str(taken_at) if taken_at != home.root else None, "moved_aside": moved, "aside": str(aside) if aside else None, "carried_over": carried, "left_aside": left}
 
 
 def _stage(backup_dir: Path, manifest: dict[str, Any], home: AtlasmartHome, staging: Path) -> None:

@@ -16,13 +16,22 @@ own commands prepare the folder under a file lock in it, and the pooled storage
 creates any database under its storage lock
 (``dagster_sqlite_adapter.storage_lock``), which also repairs a doubled version
 left by an earlier race, or refuses it with the fix.
+
+A folder this user cannot write (read-only, another user's, on a read-only
+or full disk) is refused before Dagster opens it, in one line naming the
+file and the fix (``writable_or_refused``): Dagster would otherwise fail at
+its first write, part-way into a run, with a traceback (``dagster`` commands)
+or an "attempt to write a readonly database" (ours).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import stat
+import tempfile
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -30,9 +39,9 @@ from typing import Iterator
 
 import dagster as dg
 
-from ..errors import UsageError
+from ..errors import EnvironmentFault, UsageError
 from .dagster_sqlite_adapter import STORAGE_LOCK_NAME, prepare_storage, storage_lock
-from .home import AtlasmartHome
+from .home import AtlasmartHome, heal_shm, write_fault
 
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 POOLED_STORAGE = """
@@ -46,6 +55,15 @@ storage:
       base_dir: {folder}
 """
 INIT_LOCK_NAME = ".atlasmart-init.lock"
+# The folders of Dagster's SQLite storage in an instance folder, which must take new files (SQLite's -wal, -shm
+# and -journal), and the databases every command writes (runs, the event log's index, schedules), which must
+# open for writing. Dagster's own SQLite event log keeps one more database per run in history/runs: written by
+# that run only, and as many as there were runs, they are not probed.
+STORAGE_FOLDERS = (".", "history", "history/runs", "schedules")
+STORAGE_DATABASES = ("history/runs.db", "history/runs/index.db", "schedules/schedules.db")
+_WRITE_REFUSED = {errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+                  errno.EROFS: "read-only file system", errno.ENOSPC: "the disk is full",
+                  errno.EDQUOT: "the disk quota is full"}
 
 
 def packaged_instance_config(team: bool = False) -> Path:
@@ -71,6 +89,49 @@ def _first_use_lock(folder: Path, origin: str) -> Iterator[None]:
         yield
     finally:
         os.close(handle)  # releases the lock
+
+
+def _probe(path: Path) -> None:
+    """Write to ``path`` as SQLite will: a folder takes a new file with a page in it, a file opens for writing."""
+    if path.is_dir():
+        handle, probe = tempfile.mkstemp(prefix=".atlasmart-probe-", dir=path)
+        try:
+            os.write(handle, b"\0" * 4096)  # a full disk refuses the blocks here (no fsync: every command probes)
+        finally:
+            os.close(handle)
+            os.unlink(probe)
+    else:
+        os.close(os.open(path, os.O_RDWR))
+
+
+def writable_or_refused(folder: Path, origin: str) -> None:
+    """Refuse, in one line naming the file and the fix, a Dagster folder this user cannot write.
+
+    Probed by writing (a file in each storage folder, each SQLite database and
+    its leftover -wal/-shm opened for writing), not by its permission bits,
+    which root ignores and which say nothing of a read-only or full disk.
+    """
+    paths = [folder / name for name in STORAGE_FOLDERS if (folder / name).is_dir()]
+    databases = [folder / name for name in STORAGE_DATABASES if (folder / name).is_file()]
+    for database in databases:
+        heal_shm(database)  # a -shm left 0444 by a database once read-only, fixed since
+        sides = (Path(f"{database}{side}") for side in ("", "-wal", "-shm", "-journal"))
+        paths += [p for p in sides if p.is_file()]
+    for path in paths:
+        try:
+            _probe(path)
+        except OSError as exc:
+            if exc.errno not in _WRITE_REFUSED:
+                raise
+            fault = write_fault(path)
+            if path.is_dir() and (fault is None or fault.reason == "permissions"):
+                why = (f"cannot create files in {path} (mode {stat.S_IMODE(path.stat().st_mode):04o}): make it "
+                       f"writable by this user (chmod u+w {path})")
+            else:
+                why = fault.message if fault else f"cannot write {path}: {_WRITE_REFUSED[exc.errno]}"
+            where = "$DAGSTER_HOME" if origin.startswith("$") else "$ATLASMART_HOME (or --home)"
+            raise EnvironmentFault(f"the Dagster folder {folder} ({origin}) is not writable "
+                                   f"({_WRITE_REFUSED[exc.errno]}): {why}; or point {where} elsewhere") from exc
 
 
 def _write_config(home: AtlasmartHome, folder: Path) -> None:
@@ -102,6 +163,7 @@ def prepare_dagster_home(home: AtlasmartHome) -> Path:
     """
     target = home.dagster_home
     with _first_use_lock(target, "inside the AtlasMart home"):
+        writable_or_refused(target, "inside the AtlasMart home")
         _write_config(home, target)
         if not home.team:
             dg.DagsterInstance.from_config(str(target)).dispose()
@@ -113,6 +175,7 @@ def dagster_instance(home: AtlasmartHome) -> dg.DagsterInstance:
     configured = os.environ.get(DAGSTER_HOME_ENV)
     if not configured:
         with _first_use_lock(home.dagster_home, "inside the AtlasMart home"):
+            writable_or_refused(home.dagster_home, "inside the AtlasMart home")
             _write_config(home, home.dagster_home)
             return dg.DagsterInstance.from_config(str(home.dagster_home))
     folder = Path(configured)
@@ -120,6 +183,7 @@ def dagster_instance(home: AtlasmartHome) -> dg.DagsterInstance:
         raise UsageError(f"${DAGSTER_HOME_ENV} {configured!r} must be an absolute path: set it to one, or unset it")
     missing = not folder.exists()
     with _first_use_lock(folder, f"${DAGSTER_HOME_ENV}"):
+        writable_or_refused(folder, f"${DAGSTER_HOME_ENV}")
         # A folder that did not exist (here, or in a concurrent first command,
         # which leaves only the lock file) gets the project's instance, as
         # `atlasmart dagster-home` prepares it; an existing one is the operator's.

@@ -419,6 +419,17 @@ def _versioned_tables(ledger: Ledger, catalog: CatalogProbe, names: set[str] | N
         PARTITION_EVENTS, "asset = ? AND snapshot_id IS NOT NULL", (name,), limit=1)]
 
 
+def _copied_from(home: AtlasmartHome, location: str) -> str | None:
+    """The home path ``location`` names, when this embedded home holds that very file in its own warehouse
+    (a home copied or moved with ``cp -a``, or restored from a backup taken at another path); else None."""
+    if home.team or home.objects is not None:
+        return None
+    head, sep, tail = location.partition(f"/warehouse/{NAMESPACE}/")
+    if not sep or not head.startswith("file://"):
+        return None
+    return head.removeprefix("file://") if (home.warehouse_dir / NAMESPACE / tail).is_file() else None
+
+
 def _check_expectations(home: AtlasmartHome, ledger: Ledger, catalog: CatalogProbe) -> None:
     """The ledger's expectations of the catalog and the raw store, and the catalog's of the table files."""
     names = ledger.engine.table_names()
@@ -431,10 +442,18 @@ def _check_expectations(home: AtlasmartHome, ledger: Ledger, catalog: CatalogPro
     prefix = f"{home.warehouse_uri}/{NAMESPACE}/"
     outside = sorted(loc for loc in catalog.tables.values() if not loc.startswith(prefix))
     if outside:
+        copied_from = _copied_from(home, outside[0])
+        if copied_from is not None:
+            raise StoreForeign(
+                f"the Iceberg catalog {home.catalog_where} names table files outside this home's warehouse "
+                f"{home.warehouse_where} ({outside[0]}): the home was copied or moved here from "
+                f"{copied_from}, and Iceberg metadata holds absolute paths; run `atlasmart relocate` to rewrite it "
+                f"for this path (docs/recovery.md)"
+            )
         raise StoreForeign(
             f"the Iceberg catalog {home.catalog_where} names table files outside this home's warehouse "
-            f"{home.warehouse_where} ({outside[0]}): it is another home's catalog, or the home was moved (Iceberg "
-            f"metadata holds absolute paths, so a home works only where it was created); {home.restore_hint}"
+            f"{home.warehouse_where} ({outside[0]}): it is another home's catalog; {home.restore_hint} (a home "
+            f"copied or moved with its table files is made to work here with `atlasmart relocate`)"
         )
     stray = None if catalog.tables else _table_metadata_file(home)
     if stray is not None:

@@ -101,6 +101,7 @@ def test_a_home_moved_to_another_path_is_refused_not_read_from_the_old_one(home,
     code, _, err = run(moved, home.landing, *QUERY)
     line = one_line(err)
     assert code == 1 and "names table files outside this home's warehouse" in line and str(home.home) in line
+    assert f"the home was copied or moved here from {home.home}" in line and "run `atlasmart relocate`" in line
 
 
 @pytest.mark.parametrize("lost, says", [("raw", "the raw store"), ("warehouse", "the table files of this home are")])
