@@ -26,12 +26,11 @@ S3_OPTIONS = ("endpoint", "access-key-id", "secret-access-key", "region")
 
 
 def _days(table, snapshot_id: int, column: str, day: str | None = None) -> dict[str, dict[str, object]]:
-    rows = table.scan(snapshot_id=snapshot_id).to_arrow()
+    # A tag is read for its own day only: the filter prunes the other days' files.
+    rows = table.scan(snapshot_id=snapshot_id, row_filter=f"sales_date = '{day}'" if day else "True").to_arrow()
     con = duckdb.connect()
     con.register("ref", rows)
-    where = "WHERE CAST(sales_date AS VARCHAR) = ?" if day else ""
-    found = con.execute(f"SELECT sales_date, count(*), sum({column}) FROM ref {where} GROUP BY 1 ORDER BY 1",
-                        [day] if day else []).fetchall()
+    found = con.execute(f"SELECT sales_date, count(*), sum({column}) FROM ref GROUP BY 1 ORDER BY 1").fetchall()
     con.close()
     return {str(d): {"rows": n, "sum": f"{total:.2f}"} for d, n, total in found}
 

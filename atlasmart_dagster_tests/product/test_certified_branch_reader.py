@@ -146,7 +146,7 @@ def tag_differences(found: dict, days: dict[str, dict]) -> list[str]:
     return problems
 
 
-def agree(env, capsys, python: Path, tags: bool = False) -> tuple[dict, dict]:
+def agree(env, capsys, python: Path, tags: bool = False) -> tuple[dict, dict]:  # noqa: F811
     """``atlasmart status`` and the external reader, day by day (and version tag by tag): they must agree."""
     days = status(env, capsys)
     found = read_ref(python, env, tags)
