@@ -2,11 +2,15 @@
 
 The reader (``atlasmart_dagster_tests/external_reader.py``) runs in its own
 virtual environment, made from PyPI packages (pyiceberg with pyarrow and the
-SQLite catalog, and DuckDB) and cached under
+SQLite and Postgres SQL catalogs, and DuckDB) and cached under
 ``~/.cache/atlasmart/reader-venv-<key of the package specs>``; it cannot
 import ``atlasmart_dagster``. After each decision it prints, per table and
 day, the rows and the money sum of the ref, which must be the served
 version's figures in ``atlasmart --json status`` (a day not served: absent).
+The second test does the same after the operations that rewrite ``main`` or
+the table metadata without a serving decision (a rollback, a failed rebuild
+of a served day, ``maintain``, ``backup`` and ``restore``), and reads every
+``certified-<day>-v<version>`` tag against the versions status names.
 
 Without network to PyPI the test is skipped, saying so, unless ``CI`` is set:
 then it fails (CI must run it).
