@@ -7,7 +7,8 @@ fast, but a snapshot may still be needed: consumers read served
 certifications by snapshot, the certification gate and ``verify`` re-read
 the fact, aggregate and metric versions a served certification was built
 on, every version a day was ever certified at stays readable (a restated
-day's earlier figures: ``atlasmart controls --version``), and an open
+day's earlier figures: ``atlasmart controls --version``), a build held for
+its owner's approval stays approvable (with the chain it was built on), and an open
 incident keeps the versions it withdrew as evidence. Those are protected, with every ref's snapshot (the
 ``certified`` branch head and the version tags, ``product/certified_branch.py``) and the newest ``keep_last`` snapshots of every table;
 everything else is expired. Files referenced by no remaining snapshot (and
@@ -21,6 +22,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..product.anomaly import ANOMALY_HELD
+from ..product.restatements import RESTATEMENT_HELD, held_builds, held_reasons
 from ..store.ledger.partition_states import BUILT, CERTIFIED, WITHDRAWN
 from ..store.platform import Platform
 from ..store.tables import ALL_TABLES, CERTIFIED_ASSETS, CHAIN_PINS
@@ -47,6 +50,15 @@ def protected_snapshots(platform: Platform) -> dict[str, set[int]]:
             if cert.snapshot_id is not None:
                 protected[asset].add(cert.snapshot_id)
             served_builds.append((partition, cert.detail.get("built_event_id") or cert.id))
+    # A build held for its owner's decision (a restatement, an anomaly) is approved at its own snapshots, which
+    # need not be current any more (a later day's load, a rollback of the day on main).
+    partitions = sorted({partition for _, partition in built})
+    for partition, reason in held_reasons(platform, partitions, (RESTATEMENT_HELD, ANOMALY_HELD)).items():
+        for build in held_builds(platform, partition, ANOMALY_HELD if reason.startswith(ANOMALY_HELD)
+                                 else RESTATEMENT_HELD):
+            if build.snapshot_id is not None:
+                protected[build.asset].add(build.snapshot_id)
+            served_builds.append((partition, build.id))
     for partition, built_id in served_builds:
         for asset in CHAIN_PINS:
             earlier = [e for e in built.get((asset, partition), []) if e.id <= built_id]
