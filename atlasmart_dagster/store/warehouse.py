@@ -58,6 +58,20 @@ def _literal(path) -> str:
 
 
 _PARQUET = "(FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 122880)"
+
+
+def _optional_columns(spec: TableSpec) -> str:
+    """The table's columns as a select list whose every column DuckDB's writer marks OPTIONAL.
+
+    DuckDB writes a column REQUIRED when the statistics of what it copies prove
+    it has no NULL, and those statistics depend on the plan, not on the rows: a
+    day copied from a query of its own gets them from the query's expressions,
+    the same day filtered out of a range's staged table gets the whole range's.
+    The same rows would then give different bytes alone and inside a range.
+    Every column is optional in the Iceberg schema; a CASE with a NULL branch
+    makes it optional in every file, at no measurable cost.
+    """
+    return ", ".join(f'CASE WHEN "{c}" IS NULL THEN NULL ELSE "{c}" END AS "{c}"' for c in spec.column_names)
 _WRITERS = max(2, min(4, os.cpu_count() or 2))
 COMMIT_ATTEMPTS = 8
 SNAPSHOT_PROPERTY_PREFIX = "atlasmart."
@@ -654,12 +668,14 @@ class Warehouse:
         folder = self.data_dir(spec) / uuid.uuid4().hex
         folder.mkdir(parents=True, exist_ok=True)
         casts = ", ".join(f'CAST("{c.name}" AS {c.sql_type}) AS "{c.name}"' for c in spec.columns)
+        optional = _optional_columns(spec)
         column = spec.partition_column
         grain = ", ".join(spec.grain)
         if column is None or len(partitions) == 1:
             # One file: write straight from the query, then prove no row strayed.
             target = folder / ("data.parquet" if column is None else f"{column}={partitions[0]}.parquet")
-            con.execute(f"COPY (SELECT {casts} FROM ({select_sql}) ORDER BY {grain}) TO {_literal(target)} {_PARQUET}")
+            con.execute(f"COPY (SELECT {optional} FROM (SELECT {casts} FROM ({select_sql})) ORDER BY {grain}) "
+                        f"TO {_literal(target)} {_PARQUET}")
             if column is not None:
                 stray, rows = con.sql(
                     f"SELECT count(*) FILTER (WHERE {column} IS DISTINCT FROM DATE '{partitions[0]}'), count(*) "
@@ -690,7 +706,7 @@ class Warehouse:
                 cursor = duckdb_connection()
                 try:
                     cursor.execute(
-                        f"COPY (SELECT * FROM {staged} WHERE {column} = DATE '{day}') TO {_literal(targets[day])} "
+                        f"COPY (SELECT {optional} FROM {staged} WHERE {column} = DATE '{day}') TO {_literal(targets[day])} "
                         f"{_PARQUET}"
                     )
                 finally:
