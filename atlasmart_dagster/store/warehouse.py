@@ -710,8 +710,13 @@ class Warehouse:
                     target.unlink()
                     return []
             return [target]
-        # Several partitions: sort once into a table both cores can read, then
-        # one file per day, written two at a time (a scan of a sorted table keeps its order).
+        # Several partitions: sort once into a table both cores can read (and
+        # skip to each day in), then one file per day, written two at a time.
+        # Each day is copied out of a sort of its own rows, as a day alone is:
+        # the writer cuts row groups where its input chunks end, and a day's
+        # rows scanned straight from the staged table start mid-chunk, wherever
+        # the day before ended, so a day of more than one row group would be
+        # cut differently inside a range (re-sorting sorted rows costs little).
         staged = f"main.__to_write_{uuid.uuid4().hex}"
         con.execute(f"CREATE TABLE {staged} AS SELECT {casts} FROM ({select_sql}) ORDER BY {column}, {grain}")
         try:
@@ -728,7 +733,7 @@ class Warehouse:
                 cursor = duckdb_connection()
                 try:
                     cursor.execute(
-                        f"COPY (SELECT {optional} FROM {staged} WHERE {column} = DATE '{day}') "
+                        f"COPY (SELECT {optional} FROM {staged} WHERE {column} = DATE '{day}' ORDER BY {grain}) "
                         f"TO {_literal(targets[day])} {_PARQUET}"
                     )
                 finally:
