@@ -217,7 +217,7 @@ class S3Store:
         return self._call("read", self.filesystem.open_input_stream, self.key(url))
 
     def upload(self, local: Path, url: str) -> None:
-        """Put a local file at ``url`` (a new, unique key: table data files)."""
+        """Put a local file at ``url`` (table data files, keyed by their bytes: a second put writes the same bytes)."""
         from pyarrow.fs import LocalFileSystem, copy_files
 
         self._call("write", copy_files, str(local), self.key(url), source_filesystem=LocalFileSystem(),

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import atexit
 import copy
+import hashlib
 import os
 import random
+import shutil
 import sqlite3
 import threading
 import time
@@ -58,6 +60,20 @@ def _literal(path) -> str:
 
 
 _PARQUET = "(FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 122880)"
+
+
+def _optional_columns(spec: TableSpec) -> str:
+    """The table's columns as a select list whose every column DuckDB's writer marks OPTIONAL.
+
+    DuckDB writes a column REQUIRED when the statistics of what it copies prove
+    it has no NULL, and those statistics depend on the plan, not on the rows: a
+    day copied from a query of its own gets them from the query's expressions,
+    the same day filtered out of a range's staged table gets the whole range's.
+    The same rows would then give different bytes alone and inside a range.
+    Every column is optional in the Iceberg schema; a CASE with a NULL branch
+    makes it optional in every file, at no measurable cost.
+    """
+    return ", ".join(f'CASE WHEN "{c}" IS NULL THEN NULL ELSE "{c}" END AS "{c}"' for c in spec.column_names)
 _WRITERS = max(2, min(4, os.cpu_count() or 2))
 COMMIT_ATTEMPTS = 8
 SNAPSHOT_PROPERTY_PREFIX = "atlasmart."
@@ -75,6 +91,18 @@ TABLE_PROPERTIES = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "20",
 }
+
+
+def file_name(written: Path) -> str:
+    """Where a written ``<partition>.parquet`` lives under the table's data folder: named by its bytes.
+
+    ``sales_date=2026-09-20/<SHA-256>.parquet`` (an unpartitioned table's
+    ``data.parquet``: ``<SHA-256>.parquet``). Nothing of the run, the chunk or
+    the time of the write is in the name, so equal bytes have equal names.
+    """
+    with open(written, "rb") as stream:
+        digest = hashlib.file_digest(stream, "sha256").hexdigest()
+    return f"{digest}.parquet" if written.stem == "data" else f"{written.stem}/{digest}.parquet"
 
 
 def _partition_filter(spec: TableSpec, partitions: Sequence[str] | None):
@@ -374,7 +402,7 @@ class Warehouse:
             )
 
     def data_dir(self, spec: TableSpec) -> Path:
-        """Where the table's data files are written (one sub-folder per write).
+        """Where the table's data files are written (one sub-folder per partition, ``file_name``).
 
         On an object store, the local folder they are written in before they
         are put at the same place under ``data_uri``.
@@ -419,8 +447,8 @@ class Warehouse:
         """Atomically replace ``partitions`` (all rows if unpartitioned) with the rows of ``select_sql``.
 
         DuckDB writes the rows straight to Parquet, one file per partition in
-        the table's canonical order (deterministic bytes), into a folder no
-        other write uses; one Iceberg OVERWRITE snapshot then swaps the
+        the table's canonical order (deterministic bytes), named by their
+        bytes (``file_name``); one Iceberg OVERWRITE snapshot then swaps the
         partitions' old files for the new ones. Returns the id of the snapshot holding the new
         state. Refuses rows outside the named partitions, so a bug can never
         write into a day it was not asked to replace.
@@ -475,7 +503,10 @@ class Warehouse:
         day (identity partitioning), so the files the partition filter plans
         are exactly the ones to replace. pyiceberg validates on commit that
         they still exist, so a concurrent replacement of the same day fails
-        with ValidationException and is redone from the new head.
+        with ValidationException and is redone from the new head. A day
+        rewritten with unchanged rows has the same file name as before: the
+        snapshot deletes and adds that one path (pyiceberg keeps it once), so
+        the validation still guards it.
         """
         current = table.current_snapshot()
         replaced = (
@@ -612,37 +643,41 @@ class Warehouse:
     def _write_files(
         self, spec: TableSpec, con: duckdb.DuckDBPyConnection, select_sql: str, partitions: Sequence[str] | None
     ) -> list[str]:
-        """Parquet files (URIs) holding the rows of ``select_sql``: one per partition present.
+        """Parquet files (URIs) holding the rows of ``select_sql``: one per partition present, named by content.
 
-        On an object store they are written locally, checked, then put in the
-        bucket under the same write folder (a key no other write uses), and
-        the local copies removed: DuckDB's COPY through the fsspec bridge is
+        Each file is written in a folder of this write's own, checked, then
+        placed at ``<partition>/<SHA-256 of its bytes>.parquet`` (``file_name``).
+        A day's file is therefore the same path and the same bytes whether the
+        day was written alone or inside a range, in this home or another; a
+        rewrite of unchanged rows lands on the path it already has, with the
+        bytes it already has (an atomic rename, so a reader never sees half a
+        file). On an object store the local files are put in the bucket at the
+        same names, then removed: DuckDB's COPY through the fsspec bridge is
         one unparallelised stream per file, an upload of a finished file is
         not, and a stray-row refusal never leaves an object behind.
         """
-        files = self._write_local_files(spec, con, select_sql, partitions)
-        if self.objects is None or not files:
-            return files
-        local_root = self.data_dir(spec)
-        targets = [(Path(_local_path(f)), f"{self.data_uri(spec)}/{Path(_local_path(f)).relative_to(local_root)}")
-                   for f in files]
+        folder = self.data_dir(spec) / uuid.uuid4().hex
         try:
+            written = self._write_local_files(spec, con, select_sql, partitions, folder)
             with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
-                list(pool.map(lambda pair: self.objects.upload(*pair), targets))
+                names = list(pool.map(file_name, written))
+                if self.objects is None:
+                    targets = [self.data_dir(spec) / name for name in names]
+                    for local, target in zip(written, targets):
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        os.replace(local, target)
+                    return [f"file://{target}" for target in targets]
+                urls = [f"{self.data_uri(spec)}/{name}" for name in names]
+                list(pool.map(self.objects.upload, written, urls))
+                return urls
         finally:
-            for local, _ in targets:
-                local.unlink(missing_ok=True)
-            for local, _ in targets[:1]:
-                try:
-                    local.parent.rmdir()
-                except OSError:
-                    pass
-        return [url for _, url in targets]
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _write_local_files(
-        self, spec: TableSpec, con: duckdb.DuckDBPyConnection, select_sql: str, partitions: Sequence[str] | None
-    ) -> list[str]:
-        """The Parquet files of ``_write_files`` (``file://`` URIs), in ``data_dir``.
+        self, spec: TableSpec, con: duckdb.DuckDBPyConnection, select_sql: str, partitions: Sequence[str] | None,
+        folder: Path,
+    ) -> list[Path]:
+        """The Parquet files of ``_write_files``, written in ``folder`` as ``<partition>.parquet``.
 
         Rows are cast to the table's types and sorted by the grain (a total
         order), so the same rows always give the same bytes. The sort is what
@@ -650,16 +685,19 @@ class Warehouse:
         itself): unsorted, the gate's window output reaches staging in a
         different order on every run. On one 1M-row day it costs ~0.06 s for
         raw, ~0.1 s for staging and ~0.03 s for the fact (~0.2 s of ~2.2 s).
+        A day's rows are written by the same COPY options and select list
+        (``_optional_columns``) whether it is alone or one of a range.
         """
-        folder = self.data_dir(spec) / uuid.uuid4().hex
         folder.mkdir(parents=True, exist_ok=True)
         casts = ", ".join(f'CAST("{c.name}" AS {c.sql_type}) AS "{c.name}"' for c in spec.columns)
+        optional = _optional_columns(spec)
         column = spec.partition_column
         grain = ", ".join(spec.grain)
         if column is None or len(partitions) == 1:
             # One file: write straight from the query, then prove no row strayed.
             target = folder / ("data.parquet" if column is None else f"{column}={partitions[0]}.parquet")
-            con.execute(f"COPY (SELECT {casts} FROM ({select_sql}) ORDER BY {grain}) TO {_literal(target)} {_PARQUET}")
+            con.execute(f"COPY (SELECT {optional} FROM (SELECT {casts} FROM ({select_sql})) ORDER BY {grain}) "
+                        f"TO {_literal(target)} {_PARQUET}")
             if column is not None:
                 stray, rows = con.sql(
                     f"SELECT count(*) FILTER (WHERE {column} IS DISTINCT FROM DATE '{partitions[0]}'), count(*) "
@@ -671,9 +709,14 @@ class Warehouse:
                 if rows == 0:
                     target.unlink()
                     return []
-            return [f"file://{target}"]
-        # Several partitions: sort once into a table both cores can read, then
-        # one file per day, written two at a time (a scan of a sorted table keeps its order).
+            return [target]
+        # Several partitions: sort once into a table both cores can read (and
+        # skip to each day in), then one file per day, written two at a time.
+        # Each day is copied out of a sort of its own rows, as a day alone is:
+        # the writer cuts row groups where its input chunks end, and a day's
+        # rows scanned straight from the staged table start mid-chunk, wherever
+        # the day before ended, so a day of more than one row group would be
+        # cut differently inside a range (re-sorting sorted rows costs little).
         staged = f"main.__to_write_{uuid.uuid4().hex}"
         con.execute(f"CREATE TABLE {staged} AS SELECT {casts} FROM ({select_sql}) ORDER BY {column}, {grain}")
         try:
@@ -690,15 +733,15 @@ class Warehouse:
                 cursor = duckdb_connection()
                 try:
                     cursor.execute(
-                        f"COPY (SELECT * FROM {staged} WHERE {column} = DATE '{day}') TO {_literal(targets[day])} "
-                        f"{_PARQUET}"
+                        f"COPY (SELECT {optional} FROM {staged} WHERE {column} = DATE '{day}' ORDER BY {grain}) "
+                        f"TO {_literal(targets[day])} {_PARQUET}"
                     )
                 finally:
                     cursor.close()
 
             with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
                 list(pool.map(write, present))
-            return [f"file://{targets[day]}" for day in present]
+            return [targets[day] for day in present]
         finally:
             con.execute(f"DROP TABLE IF EXISTS {staged}")
 

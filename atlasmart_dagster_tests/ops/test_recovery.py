@@ -14,6 +14,7 @@ from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.platform import Platform
 from atlasmart_dagster.store.tables import FACT_SALES, TABLES_BY_NAME
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS
+from atlasmart_dagster_tests.warehouse_tampering import publish_changed
 
 
 @pytest.fixture
@@ -175,7 +176,9 @@ def test_rollback_refuses_a_certified_version_it_cannot_read(loaded_env, damage,
     before = env.warehouse.read(mart, ["2026-09-20"])
     pinned = env.ledger.partitions.served(mart.name, "2026-09-20").certification.snapshot_id
     [certified_file] = env.warehouse.data_files(mart, ["2026-09-20"], pinned)
-    env.warehouse.overwrite(mart, before, ["2026-09-20"])  # the day is rewritten: the current files are new ones
+    # the day is rewritten with other figures: its current file is a new one (files are named by their bytes)
+    publish_changed(env.platform, mart, "2026-09-20",
+                    lambda rows: [{**r, "revenue_usd": r["revenue_usd"] + 1} for r in rows], "restated")
     if damage == "expire":  # behind the ledger's back (maintenance would have kept it)
         table = env.warehouse.table(mart)
         with table.manage_snapshots() as refs:  # the certified-version tag protects it: removed as well
