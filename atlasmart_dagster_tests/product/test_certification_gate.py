@@ -1,6 +1,7 @@
 """Consumers are served certified snapshots only; the gate refuses what it cannot prove."""
 
 import dagster as dg
+import pytest
 
 from atlasmart_dagster.definitions import ASSET_CHECKS, ASSETS
 from atlasmart_dagster.ops.runs import run_chain
@@ -19,6 +20,7 @@ def reload_with_new_amount(env, amount: str):
     write_batch(env.day_dir(DAY), [{**rows[2], "source_seq": 209, "line_amount_usd": amount}], batch_id="ERP-20260920-02")
 
 
+@pytest.mark.on_s3  # reads what a team keeps in the bucket
 def test_consumers_keep_the_certified_snapshot_while_a_newer_build_is_uncertified(env):
     run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill")
     reload_with_new_amount(env, "70.00")
@@ -32,6 +34,7 @@ def test_consumers_keep_the_certified_snapshot_while_a_newer_build_is_uncertifie
     assert status.state == "CERTIFIED" and status.certified_version == 2 and "restated" in status.detail
 
 
+@pytest.mark.on_s3  # reads what a team keeps in the bucket
 def test_withdrawal_falls_back_to_the_previous_certified_version(env):
     run_chain(env.defs, env.instance, env.platform, [DAY], lane="backfill")
     reload_with_new_amount(env, "70.00")

@@ -81,6 +81,7 @@ def test_two_new_days_of_one_range_run_may_not_share_sequence_numbers(env):
     assert env.ledger.partitions.events(partition="2026-09-20", states=(BLOCKED_UPSTREAM,)) == []
 
 
+@pytest.mark.on_s3  # reads what a team keeps in the bucket
 def test_a_redelivery_supersedes_its_own_day_and_retired_batches_do_not_count(env):
     assert run(env, ["2026-09-21"]).certified == ["2026-09-21"]
     # A re-delivery of 2026-09-21 re-sends 207 and corrects 208's line as 209: within its own day an

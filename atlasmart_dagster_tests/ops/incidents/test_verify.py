@@ -73,6 +73,7 @@ def test_verify_refuses_without_a_repair_run_and_after_a_failed_repair(drifted, 
               "--ephemeral-instance", "incident", "resolve", drifted.incident])
 
 
+@pytest.mark.on_s3  # reads what a team keeps in the bucket
 def test_verify_passes_after_a_successful_repair_and_releases_the_hold(drifted, capsys):
     assert cli(drifted, capsys, "contract", "approve", "--batch", drifted.batch_id, "--partition", DAY, "--version", "v2",
                "--owner", "erp-operations", "--approved-by", "erp data owner", "--reason", "renamed field, same meaning",
