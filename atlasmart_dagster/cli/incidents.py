@@ -203,6 +203,21 @@ def cmd_blast_radius(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
+def _check_batch_of_day(ctx: CliContext, batch_id: str, partition: str) -> None:
+    """Refuse (exit 2, nothing recorded) an approval for a batch the day neither admitted nor has in its landing
+    folder: it would wait in the ledger for a batch that may never come, and apply to whatever arrives under that
+    id, unreviewed."""
+    from ..store.landing import named_batch_id  # lazy: loaded by its command only
+
+    platform = ctx.platform
+    admitted = {b["batch_id"] for b in platform.ledger.batches.list(partition)}
+    landed = named_batch_id(platform.landing.read_manifest_bytes(partition) or b"")
+    if batch_id not in admitted and batch_id != landed:
+        known = sorted(admitted | ({landed} if landed else set()))
+        raise UsageError(f"{partition} has no batch {batch_id}, nothing was recorded (its batches: "
+                         f"{', '.join(known) or 'none'}; `atlasmart batch list` lists the admitted ones)")
+
+
 def cmd_contract(args: argparse.Namespace, ctx: CliContext) -> int:
     """Approve a source contract version for a batch (the owner's compatibility decision)."""
     from ..product.contract_approvals import approvals, approve  # lazy: loaded by its command only
@@ -210,6 +225,7 @@ def cmd_contract(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.action == "list":
         print_json(approvals(ctx.platform.ledger))
         return 0
+    _check_batch_of_day(ctx, args.batch, args.partition)
     try:
         approve(ctx.platform.ledger, args.batch, args.partition, args.version, args.owner, args.approved_by,
                 args.reason, ctx.platform.clock.now(), incident_id=args.incident)
