@@ -21,10 +21,15 @@ process that opens the home picks its clock through ``home_clock``:
   naming the home's clock and the two ways out), before it reads or writes
   anything. So a daemon started on the system clock can never measure a game
   day played on logical time, or the other way round;
-- a home without one records the clock of the first process that opens it:
-  the one it asks for, else the system clock. From then on a change is
-  explicit: ``atlasmart clock use system|logical`` (``switch_home_clock``),
-  recorded with who and when.
+- a home without one records the first clock a process asks for (a logical
+  clock once its time is set: a home cannot run on a clock with no time).
+  Until then a process that does not ask runs on the system clock and records
+  nothing, so the everyday path (``dg dev``, ``atlasmart status`` with no
+  settings) neither writes nor says anything new. A production home is
+  pinned with ``atlasmart clock use system`` (or by starting its daemon with
+  ``ATLASMART_CLOCK=system``). From then on a change is explicit:
+  ``atlasmart clock use system|logical`` (``switch_home_clock``), recorded
+  with who and when.
 
 The file is written atomically under the home's ``clock`` lock
 (``store/locks.py``), so two first processes cannot record two clocks.
@@ -45,6 +50,7 @@ from typing import TYPE_CHECKING, Mapping, Protocol
 
 from ..errors import UsageError
 from .home import CLOCK_ENV
+from .locks import home_lock
 
 if TYPE_CHECKING:
     from .home import AtlasmartHome
@@ -223,11 +229,18 @@ class ClockChoice:
         return cls(state["clock"], str(state.get("chosen_at", "?")), str(state.get("by", "?")),
                    str(state.get("how", "?")))
 
+    def to_json(self) -> dict:
+        return asdict(self)
+
     def write(self, home: AtlasmartHome) -> None:
         _write_json(choice_file(home), asdict(self))
 
     def clock_of(self, home: AtlasmartHome) -> Clock:
         return LogicalClock(home.clock_file) if self.clock == LOGICAL else SystemClock()
+
+
+def _chosen_now() -> str:
+    return format_ts(SystemClock().now().replace(microsecond=0))
 
 
 def choice_file(home: AtlasmartHome) -> Path:
@@ -260,19 +273,16 @@ def home_clock(home: AtlasmartHome, asked: str | None = None, asked_as: str = "-
 
     ``asked`` is the process's explicit ask (``--clock``, the resource's
     ``clock``), ``asked_as`` how a refusal names it. ``record`` False reads
-    the choice without recording one (a home without one: the clock asked
-    for, else the system's).
+    the choice without recording one. A home without a choice: the clock
+    asked for, else the system's.
     """
     wanted, source = asked_clock(asked, asked_as)
     choice = ClockChoice.read(home)
-    if choice is None and record:
-        from .locks import home_lock  # local: locks import this module's neighbours, not the other way round
-
+    if choice is None and record and wanted is not None and (wanted == SYSTEM or home.clock_file.exists()):
         with home_lock(home, CLOCK_LOCK):
             choice = ClockChoice.read(home)  # another process may have recorded one while this one waited
             if choice is None:
-                how = f"first open, asked for by {source}" if wanted else "first open, the default"
-                choice = ClockChoice(wanted or SYSTEM, format_ts(SystemClock().now()), process_actor(), how)
+                choice = ClockChoice(wanted, _chosen_now(), process_actor(), f"first asked for ({source})")
                 choice.write(home)
     if choice is None:
         return LogicalClock(home.clock_file) if wanted == LOGICAL else SystemClock()
@@ -283,8 +293,6 @@ def home_clock(home: AtlasmartHome, asked: str | None = None, asked_as: str = "-
 
 def switch_home_clock(home: AtlasmartHome, clock: str, by: str) -> tuple[ClockChoice | None, ClockChoice]:
     """Record that ``home`` runs on ``clock`` from now on (``atlasmart clock use``): the previous choice and the new."""
-    from .locks import home_lock  # local: see home_clock
-
     if clock not in CLOCKS:
         raise UsageError(f"the clock must be 'system' or 'logical', not {clock!r}")
     if clock == LOGICAL and not home.clock_file.exists():
@@ -292,7 +300,7 @@ def switch_home_clock(home: AtlasmartHome, clock: str, by: str) -> tuple[ClockCh
                          "switch the home with `atlasmart clock use logical`")
     with home_lock(home, CLOCK_LOCK):
         before = ClockChoice.read(home)
-        choice = ClockChoice(clock, format_ts(SystemClock().now()), by, "atlasmart clock use")
+        choice = ClockChoice(clock, _chosen_now(), by, "atlasmart clock use")
         if before is None or before.clock != clock:
             choice.write(home)
         else:
