@@ -233,7 +233,7 @@ class ClockChoice:
         return asdict(self)
 
     def write(self, home: AtlasmartHome) -> None:
-        _write_json(choice_file(home), asdict(self))
+        _write_json(choice_file(home), self.to_json())
 
     def clock_of(self, home: AtlasmartHome) -> Clock:
         return LogicalClock(home.clock_file) if self.clock == LOGICAL else SystemClock()
