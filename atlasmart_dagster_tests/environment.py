@@ -18,7 +18,8 @@ SAMPLE_DAYS = ["2026-09-17", "2026-09-18", "2026-09-19", "2026-09-20", "2026-09-
 class Env:
     """A scratch AtlasMart environment: home, landing copy, resource, defs and a Dagster instance."""
 
-    def __init__(self, root: Path, clock: str = "system"):
+    def __init__(self, root: Path, clock: str = ""):
+        """``clock`` empty: the home's (the system's until a process asks for one); see store/clock.py."""
         self.root = root
         self.landing = root / "source" / "landing"
         shutil.copytree(sample_dir() / "landing", self.landing)

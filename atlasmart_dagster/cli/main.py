@@ -65,8 +65,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                     "certified)."),
     "anomaly": ("batches", "A day held by the anomaly guard: its owner approves the figures (certified) or rejects "
                 "them (batches retired)."),
-    "clock": ("gameday", "Show, set or advance the home's logical clock (used with --clock logical or "
-              "ATLASMART_CLOCK=logical)."),
+    "clock": ("gameday", "Show the home's clock (one per home) and logical time; set or advance logical time; "
+              "switch the home's clock (use system|logical)."),
     "tick": ("gameday", "Evaluate the schedule and sensors at the clock's now, as the daemon would; run and certify "
              "what they ask."),
     "incident": ("incidents", "Work incidents: list, show, note, triage, contain, notify, repair, verify, resolve, "
@@ -119,7 +119,8 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
         "--landing", help="ERP landing zone (default $ATLASMART_LANDING or the bundled sample)", **keep
     )
     common.add_argument(
-        "--clock", choices=["system", "logical"], help="time source (default $ATLASMART_CLOCK or system)", **keep
+        "--clock", choices=["system", "logical"], **keep,
+        help="time source: must be the home's clock (default $ATLASMART_CLOCK, else the home's)",
     )
     common.add_argument("--json", action="store_true", help="print JSON for scripts", **keep)
     common.add_argument("--debug", action="store_true", help="show the traceback of an error", **keep)

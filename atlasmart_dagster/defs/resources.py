@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from ..store.clock import LogicalClock
+from ..store.clock import HomeClockRefused
 from ..store.platform import DEFAULT_CHUNK_ROWS, Platform
 
 # Platforms an ``atlasmart`` command opened and lends to the runs it executes in
@@ -22,14 +24,16 @@ class AtlasmartResource(dg.ConfigurableResource):
     Every field may stay empty: the platform then reads ``ATLASMART_HOME``,
     ``ATLASMART_LANDING`` and ``ATLASMART_CLOCK`` when a run starts (never at
     import), and falls back to ``./.atlasmart``, the bundled sample landing
-    zone and the system clock.
+    zone and the home's clock (``store/clock.py``: one clock per home; a
+    ``clock`` other than the home's is refused with ``HomeClockRefused``).
     """
 
     home: str = Field(default="", description="AtlasMart home folder (empty: $ATLASMART_HOME or ./.atlasmart)")
     landing: str = Field(
         default="", description="ERP landing zone folder (empty: $ATLASMART_LANDING or the bundled sample)"
     )
-    clock: str = Field(default="", description="'system' or 'logical' (empty: $ATLASMART_CLOCK or system)")
+    clock: str = Field(default="", description="'system' or 'logical', refused unless it is the home's clock "
+                       "(empty: $ATLASMART_CLOCK, else the home's clock)")
     chunk_rows: int = Field(
         default=DEFAULT_CHUNK_ROWS,
         description="Rows processed per chunk when a run covers many partitions (bounds memory).",
@@ -53,7 +57,7 @@ class AtlasmartResource(dg.ConfigurableResource):
         resource = cls(
             home=str(platform.home.root),
             landing=str(platform.landing_root),
-            clock="logical" if isinstance(platform.clock, LogicalClock) else "system",
+            clock="",  # the home's, as the platform resolved it: a run opening the home anew resolves it the same
             chunk_rows=platform.chunk_rows,
         )
         _LENT[resource._config()] = resource._platform = platform
@@ -78,5 +82,23 @@ class AtlasmartResource(dg.ConfigurableResource):
                 clock=self.clock or None,
                 chunk_rows=self.chunk_rows,
                 embedded=self.embedded,
+                clock_asked_as="the resource's clock setting",
             )
         return self._platform
+
+
+def skips_when_clock_refused(evaluation):
+    """A sensor or schedule whose process asks for another clock than its home's skips, with the refusal.
+
+    Its platform is refused before anything is read or written (``HomeClockRefused``), so a daemon on the
+    wrong clock measures nothing: the tick shows why in the UI instead of failing on every evaluation.
+    """
+
+    @functools.wraps(evaluation)
+    def evaluate(*args, **kwargs):
+        try:
+            return evaluation(*args, **kwargs)
+        except HomeClockRefused as exc:
+            return dg.SkipReason(str(exc))
+
+    return evaluate

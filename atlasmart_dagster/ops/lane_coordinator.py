@@ -19,14 +19,14 @@ run of the chain.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from typing import Mapping
 
 import dagster as dg
 
 from ..product.lanes import LANE_TAG, MANUAL, lane_of
-from ..store.home import CLOCK_ENV
+from ..store.clock import home_clock
+from ..store.home import AtlasmartHome
 
 
 def lane_tags(tags: Mapping[str, str], now: datetime) -> dict[str, str]:
@@ -38,18 +38,15 @@ def lane_tags(tags: Mapping[str, str], now: datetime) -> dict[str, str]:
 
 
 def atlasmart_now() -> datetime:
-    """The AtlasMart clock's time: the system's, or the home's logical clock where ``ATLASMART_CLOCK=logical``.
+    """The AtlasMart clock's time: the home's clock (``store/clock.py``), as a run of this process would use it.
 
-    Only a logical clock opens the home (the webserver of a team deployment
-    need not have one); an unreadable one falls back to the system time rather
-    than refuse the run.
+    The choice is read, never recorded, and the stores are not opened (the
+    webserver of a team deployment need not have a home); a clock that is
+    refused or unreadable falls back to the system time rather than refuse
+    the run (the run's own resource then refuses a wrong clock).
     """
-    if os.environ.get(CLOCK_ENV, "system").lower() != "logical":
-        return datetime.now(timezone.utc)
     try:
-        from ..store.platform import Platform  # imported only for a logical clock: the webserver loads this module
-
-        return Platform.open().clock.now()
+        return home_clock(AtlasmartHome.resolve(), record=False).now()
     except Exception:  # noqa: BLE001 - never refuse a run because the clock is unreadable
         return datetime.now(timezone.utc)
 

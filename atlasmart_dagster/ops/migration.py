@@ -91,9 +91,8 @@ from ..product.batch_lifecycle import BATCH_DECISIONS
 from ..product.contract_approvals import CONTRACT_APPROVALS, CONTRACT_MAPPINGS
 from ..product.dashboards import DASHBOARD_DEPLOYMENTS
 from ..product.restatements import RESTATEMENT_APPROVALS
-from ..store.clock import LogicalClock, SystemClock
+from ..store.clock import home_clock
 from ..store.home import (
-    CLOCK_ENV,
     DATABASE_URL_ENV,
     DEFAULT_HOME_DIRNAME,
     HOME_ENV,
@@ -217,9 +216,8 @@ def redacted(url: str) -> str:
 def team_platform(target: AtlasmartHome, landing: str | os.PathLike | None = None,
                   clock: str | None = None) -> Platform:
     """The platform of a team deployment, as ``Platform.open`` gives it with the team settings in the environment."""
-    mode = (clock or os.environ.get(CLOCK_ENV) or "system").lower()
-    return Platform(home=target.ensure(), landing_root=resolve_landing(landing),
-                    clock=LogicalClock(target.clock_file) if mode == "logical" else SystemClock())
+    home = target.ensure()
+    return Platform(home=home, landing_root=resolve_landing(landing), clock=home_clock(home, clock))
 
 
 # -- refusing a target that holds anything ------------------------------------------

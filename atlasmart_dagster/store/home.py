@@ -9,6 +9,7 @@ folder:
 ``raw/``         the immutable raw store, one folder per batch id
 ``ledger.db``    append-only ledger: batches, checks, certification, SLOs, incidents
 ``clock.json``   logical time (drills and tests only)
+``clock-choice.json`` the one clock the home runs on, system or logical (``store/clock.py``)
 ``dagster/``     a DAGSTER_HOME prepared with the project's instance config
 ``artifacts/``   drill evidence, notices, runbooks
 

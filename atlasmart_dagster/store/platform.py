@@ -45,9 +45,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import StoreForeign, StoreMissing, UsageError
-from .clock import Clock, LogicalClock, SystemClock, format_ts
-from .home import CLOCK_ENV, AtlasmartHome, resolve_landing
+from ..errors import StoreForeign, StoreMissing
+from .clock import Clock, format_ts, home_clock
+from .home import AtlasmartHome, resolve_landing
 from .landing import LandingZone
 from .ledger import Ledger
 from .ledger.batches import BATCHES
@@ -124,8 +124,13 @@ class Platform:
         clock: str | None = None,
         chunk_rows: int | None = None,
         embedded: bool = False,
+        clock_asked_as: str = "--clock",
     ) -> "Platform":
         """Open a home; every argument falls back to its environment variable, then the default.
+
+        The clock is the home's (``store/clock.py``, one clock per home): a
+        ``clock`` (or ``$ATLASMART_CLOCK``) other than the home's is refused
+        with ``HomeClockRefused``, named as ``clock_asked_as`` says.
 
         ``embedded`` opens a self-contained home even where the team settings are set (drills).
         The stores are checked when first used. In team mode the database is
@@ -138,13 +143,10 @@ class Platform:
 
             quiet_postgres_retries()
             connect_team_database(resolved.database_url).close()
-        mode = (clock or os.environ.get(CLOCK_ENV) or "system").lower()
-        if mode not in ("system", "logical"):
-            raise UsageError(f"the clock must be 'system' or 'logical', not {mode!r} (--clock or ${CLOCK_ENV})")
         return cls(
             home=resolved,
             landing_root=resolve_landing(landing),
-            clock=LogicalClock(resolved.clock_file) if mode == "logical" else SystemClock(),
+            clock=home_clock(resolved, clock, clock_asked_as),
             chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,
         )
 

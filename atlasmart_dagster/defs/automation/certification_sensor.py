@@ -44,7 +44,7 @@ from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ..checks.certification_checks import report_certification_states, report_day_states
 from ..partitions import partition_keys_from_tags
-from ..resources import AtlasmartResource
+from ..resources import AtlasmartResource, skips_when_clock_refused
 from ..tracing import IN_PROCESS, RUN_SPAN_TAG, enabled, flush, record_run
 from .jobs import dashboard_checks_job
 
@@ -157,6 +157,7 @@ def _trace_run(record: dg.RunRecord, since: float | None) -> None:
         "certifications."
     ),
 )
+@skips_when_clock_refused
 def certification_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):
     decisions, cursor, touched, certifying = certification_tick(
         context.instance, atlasmart.platform, context.cursor, actor="certification_sensor"

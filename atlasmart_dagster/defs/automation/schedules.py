@@ -8,7 +8,7 @@ import dagster as dg
 from ...product.lanes import CURRENT, LANE_TAG
 from ...store.landing import parse_manifest
 from ...store.platform import Platform
-from ..resources import AtlasmartResource
+from ..resources import AtlasmartResource, skips_when_clock_refused
 from .jobs import TRIGGER_TAG, daily_sales_job
 from .load_retries import instance_of, unfinished_load
 
@@ -52,6 +52,7 @@ def already_loaded(platform: Platform, partition: str, instance: dg.DagsterInsta
         "interrupted or whose process died again (at most 3 attempts)."
     ),
 )
+@skips_when_clock_refused
 def daily_sales_schedule(context: dg.ScheduleEvaluationContext, atlasmart: AtlasmartResource):
     return scheduled_load(atlasmart.platform, context.scheduled_execution_time, instance_of(context))
 

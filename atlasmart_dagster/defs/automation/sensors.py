@@ -17,7 +17,7 @@ from ...store.raw_store import MANIFEST_NAME
 from ...store.tables import CERTIFIED_ASSETS
 from ..checks.certification_checks import report_day_states
 from ..partitions import FIRST_SALES_DATE
-from ..resources import AtlasmartResource
+from ..resources import AtlasmartResource, skips_when_clock_refused
 from .jobs import TRIGGER_TAG, backfill_sales_job, daily_sales_job
 from .load_retries import ATTEMPT_TAG, RETRY_OF_TAG, instance_of, phases_by_day, unfinished_load
 
@@ -109,6 +109,7 @@ def plan_manifest_runs(
         "RESTATEMENT_PENDING and rebuilt in the backfill lane. Skips say which days wait and why."
     ),
 )
+@skips_when_clock_refused
 def landing_manifest_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):
     requests, skipped = plan_manifest_runs(atlasmart.platform, instance_of(context))
     restated = {r.partition_key for r in requests if RESTATES_BATCH_TAG in r.tags}

@@ -14,7 +14,7 @@ nothing new writes nothing.
 
 import dagster as dg
 
-from ...defs.resources import AtlasmartResource
+from ...defs.resources import AtlasmartResource, skips_when_clock_refused
 from ..notifications import deliver_pending
 from .detection import detect
 from .ui_reporting import show_incidents_in_ui
@@ -34,6 +34,7 @@ from .ui_reporting import show_incidents_in_ui
         "the assets and days it affects (their Events) and on the served assets' open_incidents check."
     ),
 )
+@skips_when_clock_refused
 def incident_sensor(context: dg.SensorEvaluationContext, atlasmart: AtlasmartResource):
     platform = atlasmart.platform
     touched = detect(platform, context.instance)
