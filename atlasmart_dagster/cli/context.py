@@ -14,7 +14,7 @@ from datetime import date
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from ..store.clock import LogicalClock
+
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -85,6 +85,8 @@ class CliContext:
                 raise UsageError(problem)
         platform = Platform.open(home=self.home, landing=self.landing, clock=self.clock)
         clock = platform.clock
+        from ..store.clock import LogicalClock  # lazy: store.clock loads errors, which loads DuckDB (cold start)
+
         if isinstance(clock, LogicalClock) and not clock.path.exists():
             # Logical time is set by drills and tests; a command cannot guess it.
             raise UsageError(

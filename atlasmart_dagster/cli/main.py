@@ -235,6 +235,16 @@ FREE_TEXT_OPTIONS = ("reason", "text", "summary", "gap", "verification", "eviden
 SHORT_OPTIONS, SHORT_MAX, TEXT_MAX = ("actor", "operator", "owner", "by", "approved_by"), 200, 10_000
 
 
+def _interrupted(args: argparse.Namespace | None) -> int:
+    """Say "interrupted" in one line and keep the teardown quiet: objects a stop signal cut off mid-operation (an
+    event loop whose pipe is already closed) may report errors while the interpreter collects them, after the
+    line that matters; --debug shows them."""
+    print("atlasmart: interrupted", file=sys.stderr)
+    if args is None or not args.debug:
+        sys.unraisablehook = lambda unraisable: None
+    return EXIT_INTERRUPTED
+
+
 def _check_settings() -> None:
     """A setting every command depends on is checked before any command is parsed (parsing one loads the
     partitions, which are built from ``$ATLASMART_FIRST_SALES_DATE``): a bad value is a usage error (exit 2)."""
@@ -331,14 +341,12 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             if args is not None and args.debug:
                 traceback.print_exc()
-            print("atlasmart: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return _interrupted(args)
         except Exception as exc:
             if args is not None and args.debug:
                 raise
             if interrupted:
-                print("atlasmart: interrupted", file=sys.stderr)
-                return EXIT_INTERRUPTED
+                return _interrupted(args)
             code, message = explain(exc)
             print(f"atlasmart: error: {visible(' '.join(message.split()))}", file=sys.stderr)
             return code

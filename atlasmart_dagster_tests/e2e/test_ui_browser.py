@@ -227,7 +227,7 @@ def test_the_ui_shows_per_day_what_consumers_are_served(env, tmp_path):
 
     shots = _screenshots(tmp_path)
     sh = Shell(env, tmp_path)
-    sh(BIN / "atlasmart", "--clock", "system", "clock", "set", LOGICAL_NOW)
+    sh(BIN / "atlasmart", "--clock", "logical", "clock", "set", LOGICAL_NOW)
     dagster_home = Path(sh(BIN / "atlasmart", "dagster-home").strip())
     sh.vars["DAGSTER_HOME"] = str(dagster_home)
     workspace = REPO / "workspace.yaml"
