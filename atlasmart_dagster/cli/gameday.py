@@ -35,7 +35,8 @@ from .output import print_json, table
 
 
 def cmd_clock(args: argparse.Namespace, ctx: CliContext) -> int:
-    """Show the home's clock; set or advance its logical time; switch the home's clock (use system|logical)."""
+    """Show the home's clock (one per home) and logical time; set or advance logical time; switch the home's clock
+    (use system|logical)."""
     from ..ops.gameday import accepted_clock_range  # local: loads Dagster's partitions (cold start)
 
     # The home alone, not ctx.platform: that refuses a logical clock that is not

@@ -21,8 +21,13 @@ def test_expiry_keeps_served_versions_and_their_chain(env):
     assert report["fact_sales"]["expired"] > 0 and len(env.warehouse.existing(FACT_SALES).snapshots()) < before
     kept = {s.snapshot_id for s in env.warehouse.existing(FACT_SALES).snapshots()}
     assert protected_snapshots(env.platform)["fact_sales"] <= kept
+    # Reruns of one batch write the same content-named files, so expiry leaves nothing behind; what a writer killed
+    # before its commit leaves is a file no snapshot names, and that is what the sweep removes.
+    data_dir = env.warehouse.data_dir(FACT_SALES)
+    stray = data_dir / "sales_date=2026-09-18" / ("0" * 64 + ".parquet")
+    stray.write_bytes(next(data_dir.rglob("*.parquet")).read_bytes())
     removed = remove_orphan_files(env.platform, min_age_seconds=0)
-    assert removed["fact_sales"] > 0
+    assert removed["fact_sales"] == 1 and not stray.exists()
     assert read_certified(env.platform, MART_FINANCE_DAILY_SALES.name).equals(served_before)
     result = recovery.verify(env.platform)
     assert result["ok"], result["problems"]
