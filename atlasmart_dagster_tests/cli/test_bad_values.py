@@ -7,25 +7,16 @@ import os
 
 import pytest
 
-from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.defs.first_sales_date import first_sales_date_problem
+from atlasmart_dagster_tests.cli import commands
+from atlasmart_dagster_tests.cli.commands import run
 
 TEN_MB = "x" * 10_000_000
 
 
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def one_line(err: str) -> str:
-    assert "Traceback" not in err and "unexpected" not in err
-    (line,) = err.strip().splitlines()
-    return line
+    assert "unexpected" not in err
+    return commands.one_line(err)
 
 
 @pytest.fixture

@@ -9,30 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.errors import StoreUnreadable
 from atlasmart_dagster.store.platform import Platform
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of one in-process command, whether it returns or exits."""
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def one_line(err: str) -> str:
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    return lines[0]
+from atlasmart_dagster_tests.cli.commands import one_line, run
 
 
 @pytest.fixture
@@ -136,7 +120,7 @@ def test_demo_skips_landing_folders_outside_the_partitions_and_loads_the_rest(en
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     for day in ("2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"):
         shutil.rmtree(env.day_dir(day))
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     outside = {"2026-09-01": "before the first partition 2026-09-17",
                today.isoformat(): "is not a partition yet",
                (today + timedelta(days=30)).isoformat(): "is not a partition yet"}

@@ -5,16 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from atlasmart_dagster.cli.main import main
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from atlasmart_dagster_tests.cli.commands import run
 
 
 @pytest.mark.parametrize("name,says", [

@@ -4,27 +4,16 @@ import json
 
 import pytest
 
-from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.drills.faults import drift_rename_field
 from atlasmart_dagster.ops.incidents.incident_records import INCIDENTS
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
+from atlasmart_dagster_tests.cli.commands import run_in as run
 from atlasmart_dagster_tests.environment import Env
 
 DAY = "2026-09-21"
 ONCALL = "oncall@atlasmart.example"
 
-
-def run(env, capsys, *argv: str) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of one in-process command, as the shell would see them."""
-    try:
-        code = main(["--home", str(env.home), "--landing", str(env.landing), "--clock", "logical",
-                     "--ephemeral-instance", *argv])
-    except SystemExit as exc:
-        # sys.exit("message") prints the message and exits 1; sys.exit(n) exits n
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture

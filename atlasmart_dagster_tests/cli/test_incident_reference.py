@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
 from atlasmart_dagster.store.clock import LogicalClock, parse_ts
+from atlasmart_dagster_tests.cli.commands import run_in as run
 from atlasmart_dagster_tests.environment import Env
 
 DAY = "2026-09-20"
@@ -34,15 +34,6 @@ def env(tmp_path) -> Env:
     LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")
     return env
 
-
-def run(env: Env, capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(["--home", str(env.home), "--landing", str(env.landing), "--clock", "logical",
-                     "--ephemeral-instance", *argv])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def ledger_dump(env: Env) -> list[str]:

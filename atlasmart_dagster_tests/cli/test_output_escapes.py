@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.cli.output import table, visible
 from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
 from atlasmart_dagster.store.clock import LogicalClock
+from atlasmart_dagster_tests.cli.commands import run_in as run
 from atlasmart_dagster_tests.environment import Env
 
 FORGED = "prices look off\x1b[2J\nCERTIFIED mart_finance_daily_sales"
@@ -37,15 +37,6 @@ def test_visible_keeps_the_lines_of_a_text_that_has_several():
 def test_a_table_cell_cannot_break_its_row():
     assert table(["id", "title"], [["INC-1", "a\nb"]]).splitlines()[-1] == "INC-1  a\\nb"
 
-
-def run(env: Env, capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(["--home", str(env.home), "--landing", str(env.landing), "--clock", "logical",
-                     "--ephemeral-instance", *argv])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture
