@@ -75,16 +75,11 @@ import shutil
 import sqlite3
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pyiceberg.avro.file import AvroFile, AvroOutputFile
-from pyiceberg.io import FileIO
-from pyiceberg.schema import Schema
 from pyiceberg.table import StaticTable
-from pyiceberg.typedef import Record
 
 from ..errors import AtlasmartError, TransientError, UsageError
 from ..product.batch_lifecycle import BATCH_DECISIONS
@@ -103,7 +98,6 @@ from ..store.home import (
     resolve_landing,
 )
 from ..store.ledger import Ledger
-from ..store.object_store import S3Location, is_object_store_url
 from ..store.ledger.backfill_requests import BACKFILL_REQUESTS
 from ..store.ledger.batches import BATCHES
 from ..store.ledger.check_results import CHECK_RESULTS
@@ -114,11 +108,13 @@ from ..store.ledger.partition_states import PARTITION_EVENTS
 from ..store.ledger.postgres_engine import SCHEMA as LEDGER_SCHEMA
 from ..store.ledger.run_records import RUN_PHASES, STEP_RETRIES
 from ..store.ledger.slo_records import SLO_RECORDS
+from ..store.object_store import S3Location, is_object_store_url
 from ..store.platform import Platform
 from ..store.tables import NAMESPACE
 from ..store.warehouse import Warehouse
 from .access.access_log import ACCESS_LOG
 from .gameday import AUTOMATION_TICKS
+from .iceberg_paths import FILE, PathMap, relocate_data_files, relocate_manifests, rewrite_avro
 from .incidents.incident_records import INCIDENT_EVENTS, INCIDENTS
 
 # Every ledger table, in the order they are copied. A table of the embedded
@@ -150,7 +146,6 @@ LEDGER_TABLES: tuple[LedgerTable, ...] = (
 # deployment, stamped with its own id on its first use (store/platform.py).
 NOT_COPIED = (HOME_IDENTITY,)
 _IDENTITY_KEY = re.compile(r"\bid\s+INTEGER\s+PRIMARY\s+KEY\s+AUTOINCREMENT", re.IGNORECASE)
-_FILE = "file://"
 
 
 class MigrationError(AtlasmartError):
@@ -330,9 +325,11 @@ def read_catalog(source: AtlasmartHome) -> list[dict[str, Any]]:
     return rows
 
 
-# -- rewriting Iceberg metadata ------------------------------------------------------
-class _Locations:
+# -- rewriting Iceberg metadata (ops/iceberg_paths.py) -------------------------------
+class _Locations(PathMap):
     """Maps file URIs of the old warehouse to the new one, and to where their copy is staged."""
+
+    error = MigrationError
 
     def __init__(self, source: AtlasmartHome, target: AtlasmartHome, staging: Path):
         self.old = str(source.warehouse_dir)
@@ -342,72 +339,11 @@ class _Locations:
 
     def relative(self, uri: str, root: str | None = None) -> str:
         """``uri``'s path under the old warehouse (a folder), or under ``root`` (a location URI)."""
-        base = root or f"{_FILE}{self.old}"
+        base = root or f"{FILE}{self.old}"
         if not uri.startswith(base + "/"):
             raise MigrationError(f"{uri} is not a file of the warehouse {root or self.old}: migrate cannot move it; "
                                  f"nothing was changed")
         return uri[len(base) + 1:]
-
-    def moved(self, uri: str) -> str:
-        return f"{self.new}/{self.relative(uri)}"
-
-    def staged(self, uri: str) -> Path:
-        return self.staging / self.relative(uri)
-
-    def left_behind(self, value: Any) -> list[str]:
-        """Strings in ``value`` (JSON, Avro records) that still name the old warehouse."""
-        return [s for s in _strings(value) if self.old + "/" in s or s.endswith(self.old)]
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _strings(key)
-            yield from _strings(item)
-    elif isinstance(value, Record | list | tuple):
-        for index in range(len(value)):
-            yield from _strings(value[index])
-
-
-def _position(fields, name: str) -> int:
-    return next(i for i, f in enumerate(fields) if f.name == name)
-
-
-def _rewrite_avro(io: FileIO, uri: str, places: _Locations, change: Callable[[Schema, list[Record]], None]) -> int:
-    """Copy one Avro file of the table to its staged place with ``change`` applied; returns its new length."""
-    with AvroFile(io.new_input(uri)) as avro:
-        schema, meta, records = avro.schema, dict(avro.header.meta), list(avro)
-    change(schema, records)
-    left = places.left_behind(records)
-    if left:
-        raise MigrationError(f"{uri} still names the old warehouse after rewriting ({left[0]}); nothing was changed")
-    schema_name = json.loads(meta.pop("avro.schema"))["name"]
-    target = places.staged(uri)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with AvroOutputFile(io.new_output(str(target)), schema, schema_name, metadata=meta) as out:
-        if records:
-            out.write_block(records)
-    return target.stat().st_size
-
-
-def _relocate_data_files(places: _Locations) -> Callable[[Schema, list[Record]], None]:
-    def change(schema: Schema, entries: list[Record]) -> None:
-        data_file = _position(schema.fields, "data_file")
-        file_path = _position(schema.fields[data_file].field_type.fields, "file_path")
-        for entry in entries:
-            entry[data_file][file_path] = places.moved(entry[data_file][file_path])
-    return change
-
-
-def _relocate_manifests(places: _Locations, lengths: dict[str, int]) -> Callable[[Schema, list[Record]], None]:
-    def change(schema: Schema, manifests: list[Record]) -> None:
-        path, length = _position(schema.fields, "manifest_path"), _position(schema.fields, "manifest_length")
-        for manifest in manifests:
-            manifest[length] = lengths[manifest[path]]
-            manifest[path] = places.moved(manifest[path])
-    return change
 
 
 def _live_data_files(table: StaticTable, snapshot, seen: dict[str, list[str]]) -> list[str]:
@@ -439,15 +375,15 @@ def _stage_table(name: str, location: str, places: _Locations, seen: dict[str, l
                                      f"(format v1); nothing was changed")
             for manifest in snapshot.manifests(table.io):
                 if manifest.manifest_path not in lengths:
-                    lengths[manifest.manifest_path] = _rewrite_avro(table.io, manifest.manifest_path, places,
-                                                                    _relocate_data_files(places))
+                    lengths[manifest.manifest_path] = rewrite_avro(table.io, manifest.manifest_path, places,
+                                                                    relocate_data_files(places))
             data.update(_live_data_files(table, snapshot, seen))
-            _rewrite_avro(table.io, snapshot.manifest_list, places, _relocate_manifests(places, lengths))
+            rewrite_avro(table.io, snapshot.manifest_list, places, relocate_manifests(places, lengths))
         copied = 0
         for uri in sorted(data):
             target = places.staged(uri)
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(uri.removeprefix(_FILE), target)
+            shutil.copy2(uri.removeprefix(FILE), target)
             copied += target.stat().st_size
         with table.io.new_input(location).open() as handle:
             metadata = json.loads(handle.read())
@@ -493,7 +429,7 @@ def _check_table(name: str, source_location: str, target_location: str, places: 
         raise MigrationError(f"table {name}: the copy does not have the source's snapshots, files and refs; nothing was "
                              f"changed")
     present = target.objects.exists if target.objects is not None else (
-        lambda uri: Path(uri.removeprefix(_FILE)).is_file())
+        lambda uri: Path(uri.removeprefix(FILE)).is_file())
     missing = sorted({f for files in copied.values() for f in files if not present(f)})
     if missing:
         raise MigrationError(f"table {name}: copied data files are missing ({missing[0]}); nothing was changed")

@@ -10,7 +10,7 @@ the old home's files, or none.
 ``atlasmart relocate`` (``relocate_home``) and ``atlasmart restore BACKUP
 --relocate`` rewrite, for every table in the catalog, its current metadata,
 its manifest lists and its manifests so that they name the same files under
-the home's own warehouse, with migrate's rewriting (``ops/migration.py``).
+the home's own warehouse, with the rewriting migrate uses (``ops/iceberg_paths.py``).
 The files read are always the copy's own, never the old path's (which may
 still hold the original home). Iceberg files are immutable, so the rewritten
 ones are written beside the old ones under new names; the catalog is then
@@ -48,7 +48,7 @@ from ..errors import AtlasmartError
 from ..store.home import AtlasmartHome
 from ..store.locks import home_lock
 from ..store.tables import NAMESPACE
-from .migration import _FILE, _Locations, _position, _relocate_data_files, _relocate_manifests, _rewrite_avro
+from .iceberg_paths import FILE, PathMap, position, relocate_data_files, relocate_manifests, rewrite_avro
 
 WAREHOUSE = "warehouse"  # the table files' folder in a home (AtlasmartHome.warehouse_dir)
 _DELETED = 2  # a manifest entry's status for a file a later snapshot removed (a backup does not hold it)
@@ -59,18 +59,20 @@ class RelocationError(AtlasmartError):
     """A home or a backup cannot be relocated (nothing was changed)."""
 
 
-class _Relocation(_Locations):
+class _Relocation(PathMap):
     """Maps the old warehouse's file URIs to the new one; reads and writes the copy's files in ``folder``.
 
     A rewritten manifest or manifest list gets a new name (``renamed``, by
     its path under the warehouse); data files keep theirs.
     """
 
+    error = RelocationError
+
     def __init__(self, old_root: Path, new_root: Path, folder: Path):
         self.old = str(old_root / WAREHOUSE)
-        self.new = f"{_FILE}{new_root / WAREHOUSE}"
+        self.new = f"{FILE}{new_root / WAREHOUSE}"
         self.staging = folder / WAREHOUSE  # rewritten files go into the copy itself
-        self.bases = (f"{_FILE}{self.old}", f"{_FILE}{self.staging}", self.new)
+        self.bases = (f"{FILE}{self.old}", f"{FILE}{self.staging}", self.new)
         self.renamed: dict[str, str] = {}
 
     def original(self, uri: str) -> str:
@@ -102,10 +104,10 @@ def recorded_root(catalog_db: Path) -> Path | None:
     roots = {}
     for (name,), location in _catalog_rows(catalog_db).items():
         head, sep, _ = location.partition(f"/{WAREHOUSE}/{NAMESPACE}/")
-        if not sep or not head.startswith(_FILE):
+        if not sep or not head.startswith(FILE):
             raise RelocationError(f"the catalog {catalog_db} names {location} for table {name}, which is not in a "
                                   f"home's {WAREHOUSE}/ folder: it cannot be relocated; nothing was changed")
-        roots[Path(head.removeprefix(_FILE))] = name
+        roots[Path(head.removeprefix(FILE))] = name
     if len(roots) > 1:
         raise RelocationError(f"the catalog {catalog_db} names the files of several homes "
                               f"({', '.join(sorted(map(str, roots)))}): it cannot be relocated; nothing was changed")
@@ -124,11 +126,11 @@ def _catalog_rows(catalog_db: Path) -> dict[tuple[str], str]:
 
 def _present(places: _Relocation) -> Callable[[Schema, list[Record]], None]:
     """Refuse a manifest naming a live data file the copy lacks, then name its files under the new warehouse."""
-    relocate = _relocate_data_files(places)
+    relocate = relocate_data_files(places)
 
     def change(schema: Schema, entries: list[Record]) -> None:
-        status, data_file = _position(schema.fields, "status"), _position(schema.fields, "data_file")
-        file_path = _position(schema.fields[data_file].field_type.fields, "file_path")
+        status, data_file = position(schema.fields, "status"), position(schema.fields, "data_file")
+        file_path = position(schema.fields[data_file].field_type.fields, "file_path")
         for entry in entries:
             path = entry[data_file][file_path]
             if entry[status] != _DELETED and not places.local(path).is_file():
@@ -151,23 +153,23 @@ def _relocate_table(name: str, location: str, places: _Relocation, written: list
     metadata = json.loads(current.read_text())
     replaced.append(current)
     replaced += [places.local(entry["metadata-file"]) for entry in metadata.get("metadata-log", [])]
-    io = load_file_io({}, f"{_FILE}{current}")
+    io = load_file_io({}, f"{FILE}{current}")
     lengths: dict[str, int] = {}
     for snapshot in metadata.get("snapshots", []):
         listed = snapshot.get("manifest-list")
         if not listed:
             raise RelocationError(f"table {name}: snapshot {snapshot['snapshot-id']} has no manifest list (format "
                                   f"v1); nothing was changed")
-        for manifest in read_manifest_list(io.new_input(f"{_FILE}{places.local(listed)}")):
+        for manifest in read_manifest_list(io.new_input(f"{FILE}{places.local(listed)}")):
             path = manifest.manifest_path
             if path in lengths:
                 continue  # manifests are shared by many snapshots
             places.rename(path, f"{uuid.uuid4()}-m0.avro")
-            lengths[path] = _rewrite_avro(io, f"{_FILE}{places.local(path)}", places, _present(places))
+            lengths[path] = rewrite_avro(io, f"{FILE}{places.local(path)}", places, _present(places))
             written.append(places.staged(path))
             replaced.append(places.local(path))
         places.rename(listed, f"snap-{snapshot['snapshot-id']}-1-{uuid.uuid4()}.avro")
-        _rewrite_avro(io, f"{_FILE}{places.local(listed)}", places, _relocate_manifests(places, lengths))
+        rewrite_avro(io, f"{FILE}{places.local(listed)}", places, relocate_manifests(places, lengths))
         written.append(places.staged(listed))
         replaced.append(places.local(listed))
         snapshot["manifest-list"] = places.moved(listed)
@@ -180,7 +182,7 @@ def _relocate_table(name: str, location: str, places: _Relocation, written: list
     target = current.with_name(f"{int(number.group(1)) + 1:05d}-{uuid.uuid4()}.metadata.json")
     target.write_text(json.dumps(metadata))
     written.append(target)
-    return places.moved(f"{_FILE}{target}")
+    return places.moved(f"{FILE}{target}")
 
 
 def relocate_files(folder: Path, old_root: Path, new_root: Path) -> dict[str, Any]:
