@@ -41,9 +41,21 @@ def source(original, monkeypatch):
 
 
 def tree(root: Path) -> dict[str, str]:
-    """Every file under ``root`` with its SHA-256 (the lock files' holder notes left out)."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and p.parent.name != "locks"}
+    """Every file under ``root`` with its SHA-256 (the lock files' holder notes left out). A SQLite database is
+    hashed by its contents, its write-ahead log included: when a reader checkpoints the log into the file is
+    SQLite's business, not a change of what the home holds."""
+    return {str(p.relative_to(root)): _digest(p) for p in sorted(root.rglob("*"))
+            if p.is_file() and p.parent.name != "locks" and not p.name.endswith(("-wal", "-shm"))}
+
+
+def _digest(path: Path) -> str:
+    if path.suffix != ".db":
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return hashlib.sha256("\n".join(con.iterdump()).encode()).hexdigest()
+    finally:
+        con.close()
 
 
 def status(home: Path, landing: Path) -> list[dict]:
