@@ -47,7 +47,7 @@ from pyiceberg.typedef import Record
 from ..errors import AtlasmartError
 from ..store.home import AtlasmartHome
 from ..store.locks import home_lock
-from ..store.tables import NAMESPACE
+from ..store.tables import NAMESPACE, embedded_home_of
 from .iceberg_paths import FILE, PathMap, position, relocate_data_files, relocate_manifests, rewrite_avro
 
 WAREHOUSE = "warehouse"  # the table files' folder in a home (AtlasmartHome.warehouse_dir)
@@ -103,11 +103,11 @@ def recorded_root(catalog_db: Path) -> Path | None:
     """
     roots = {}
     for (name,), location in _catalog_rows(catalog_db).items():
-        head, sep, _ = location.partition(f"/{WAREHOUSE}/{NAMESPACE}/")
-        if not sep or not head.startswith(FILE):
+        named = embedded_home_of(location)
+        if named is None:
             raise RelocationError(f"the catalog {catalog_db} names {location} for table {name}, which is not in a "
                                   f"home's {WAREHOUSE}/ folder: it cannot be relocated; nothing was changed")
-        roots[Path(head.removeprefix(FILE))] = name
+        roots[Path(named[0])] = name
     if len(roots) > 1:
         raise RelocationError(f"the catalog {catalog_db} names the files of several homes "
                               f"({', '.join(sorted(map(str, roots)))}): it cannot be relocated; nothing was changed")

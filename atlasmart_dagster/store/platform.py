@@ -55,7 +55,7 @@ from .ledger.engine import HOME_IDENTITY
 from .ledger.partition_states import PARTITION_EVENTS
 from .locks import home_lock
 from .raw_store import ObjectRawStore, RawStore
-from .tables import NAMESPACE, TABLES_BY_NAME
+from .tables import NAMESPACE, TABLES_BY_NAME, embedded_home_of
 from .warehouse import CatalogProbe, Warehouse
 
 DEFAULT_CHUNK_ROWS = 2_000_000
@@ -424,12 +424,11 @@ def _versioned_tables(ledger: Ledger, catalog: CatalogProbe, names: set[str] | N
 def _copied_from(home: AtlasmartHome, location: str) -> str | None:
     """The home path ``location`` names, when this embedded home holds that very file in its own warehouse
     (a home copied or moved with ``cp -a``, or restored from a backup taken at another path); else None."""
-    if home.team or home.objects is not None:
+    named = None if home.team or home.objects is not None else embedded_home_of(location)
+    if named is None:
         return None
-    head, sep, tail = location.partition(f"/warehouse/{NAMESPACE}/")
-    if not sep or not head.startswith("file://"):
-        return None
-    return head.removeprefix("file://") if (home.warehouse_dir / NAMESPACE / tail).is_file() else None
+    root, rest = named
+    return root if (home.warehouse_dir / NAMESPACE / rest).is_file() else None
 
 
 def _check_expectations(home: AtlasmartHome, ledger: Ledger, catalog: CatalogProbe) -> None:

@@ -52,6 +52,15 @@ from ..domain.contracts import CANONICAL_FIELDS, CHANNELS
 
 NAMESPACE = "atlasmart"
 
+
+def embedded_home_of(location: str) -> tuple[str, str] | None:
+    """The home path an embedded home's Iceberg location names (``file://HOME/warehouse/atlasmart/REST``) and
+    REST, the file's path under the namespace; None for a location of another form (a bucket, a shared folder)."""
+    head, sep, rest = location.partition(f"/warehouse/{NAMESPACE}/")
+    if not sep or not head.startswith("file://"):
+        return None
+    return head.removeprefix("file://"), rest
+
 # Layers, in data-flow order. Each is also the Dagster group of its assets.
 INGEST = "ingest"
 STAGING = "staging"
