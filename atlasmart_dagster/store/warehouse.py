@@ -60,20 +60,6 @@ def _literal(path) -> str:
 
 
 _PARQUET = "(FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 122880)"
-
-
-def _optional_columns(spec: TableSpec) -> str:
-    """The table's columns as a select list whose every column DuckDB's writer marks OPTIONAL.
-
-    DuckDB writes a column REQUIRED when the statistics of what it copies prove
-    it has no NULL, and those statistics depend on the plan, not on the rows: a
-    day copied from a query of its own gets them from the query's expressions,
-    the same day filtered out of a range's staged table gets the whole range's.
-    The same rows would then give different bytes alone and inside a range.
-    Every column is optional in the Iceberg schema; a CASE with a NULL branch
-    makes it optional in every file, at no measurable cost.
-    """
-    return ", ".join(f'CASE WHEN "{c}" IS NULL THEN NULL ELSE "{c}" END AS "{c}"' for c in spec.column_names)
 _WRITERS = max(2, min(4, os.cpu_count() or 2))
 COMMIT_ATTEMPTS = 8
 SNAPSHOT_PROPERTY_PREFIX = "atlasmart."
@@ -91,6 +77,20 @@ TABLE_PROPERTIES = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "20",
 }
+
+
+def _optional_columns(spec: TableSpec) -> str:
+    """The table's columns as a select list whose every column DuckDB's writer marks OPTIONAL.
+
+    DuckDB writes a column REQUIRED when the statistics of what it copies prove
+    it has no NULL, and those statistics depend on the plan, not on the rows: a
+    day copied from a query of its own gets them from the query's expressions,
+    the same day filtered out of a range's staged table gets the whole range's.
+    The same rows would then give different bytes alone and inside a range.
+    Every column is optional in the Iceberg schema; a CASE with a NULL branch
+    makes it optional in every file, at no measurable cost.
+    """
+    return ", ".join(f'CASE WHEN "{c}" IS NULL THEN NULL ELSE "{c}" END AS "{c}"' for c in spec.column_names)
 
 
 def file_name(written: Path) -> str:
