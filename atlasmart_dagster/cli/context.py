@@ -14,8 +14,6 @@ from datetime import date
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-
-
 if TYPE_CHECKING:
     import dagster as dg
 
@@ -74,6 +72,7 @@ class CliContext:
     @cached_property
     def platform(self) -> Platform:
         from ..errors import UsageError  # local: loads DuckDB (cold start)
+        from ..store.clock import LogicalClock  # local: loads errors (cold start)
         from ..store.home import AtlasmartHome, home_path_problem  # local: cold start
         from ..store.platform import Platform  # local: loads pyiceberg, SQLAlchemy, DuckDB (cold start)
 
@@ -85,8 +84,6 @@ class CliContext:
                 raise UsageError(problem)
         platform = Platform.open(home=self.home, landing=self.landing, clock=self.clock)
         clock = platform.clock
-        from ..store.clock import LogicalClock  # lazy: store.clock loads errors, which loads DuckDB (cold start)
-
         if isinstance(clock, LogicalClock) and not clock.path.exists():
             # Logical time is set by drills and tests; a command cannot guess it.
             raise UsageError(
