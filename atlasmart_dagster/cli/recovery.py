@@ -31,20 +31,26 @@ def cmd_backup(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
+def _verify_anew(ctx: CliContext) -> dict:
+    """``verify`` on the home opened anew: the command's platform was opened on what restore or relocate replaced."""
+    from ..ops.recovery import verify  # lazy: loaded by its command only
+    from ..store.platform import Platform  # lazy: loaded by its command only
+
+    return verify(Platform.open(home=ctx.platform.home.root, landing=ctx.platform.landing_root, clock=ctx.clock))
+
+
 def cmd_restore(args: argparse.Namespace, ctx: CliContext) -> int:
     """Restore a backup into its home, all or nothing (staged and checked beside it first), then verify.
 
     The previous home is kept beside it as <home>.damaged-<time>; a failure before the swap leaves it untouched.
     """
-    from ..ops.recovery import restore, verify  # lazy: loaded by its command only
-    from ..store.platform import Platform  # lazy: loaded by its command only
+    from ..ops.recovery import restore  # lazy: loaded by its command only
 
     try:
         report = restore(Path(args.backup), ctx.platform.home, ctx.platform.clock.now(), relocate=args.relocate)
     except AtlasmartError as exc:
         raise SystemExit(f"error: {visible(exc)}") from None
-    fresh = Platform.open(home=ctx.platform.home.root, landing=ctx.platform.landing_root, clock=ctx.clock)
-    checked = verify(fresh)
+    checked = _verify_anew(ctx)
     result = {**report, "verify": checked}
     if ctx.as_json:
         print_json(result)
@@ -66,16 +72,13 @@ def cmd_relocate(args: argparse.Namespace, ctx: CliContext) -> int:
     lists and manifests are rewritten for this path under the catalog's lock (all or nothing); the home it was
     copied from is not touched.
     """
-    from ..ops.recovery import verify  # lazy: loaded by its command only
     from ..ops.relocation import relocate_home  # lazy: loaded by its command only
-    from ..store.platform import Platform  # lazy: loaded by its command only
 
     try:
         report = relocate_home(ctx.platform.home)
     except AtlasmartError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    fresh = Platform.open(home=ctx.platform.home.root, landing=ctx.platform.landing_root, clock=ctx.clock)
-    checked = verify(fresh)
+        raise SystemExit(f"error: {visible(exc)}") from None
+    checked = _verify_anew(ctx)
     if ctx.as_json:
         print_json({**report, "verify": checked})
     else:
