@@ -8,18 +8,17 @@ first asks for them (cold start).
 from __future__ import annotations
 
 import argparse
-import re
 from dataclasses import dataclass
-from datetime import date
 from functools import cached_property
 from typing import TYPE_CHECKING
+
+from ..defs.first_sales_date import is_iso_day
 
 if TYPE_CHECKING:
     import dagster as dg
 
     from ..store.platform import Platform
 
-_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def partition_problem(day: str) -> str | None:
@@ -43,12 +42,8 @@ def partition_problem(day: str) -> str | None:
 
 def iso_date(text: str) -> str:
     """argparse ``type=``: any day in YYYY-MM-DD form (a due date, a generated landing zone's first day)."""
-    try:
-        if not _ISO_DATE.fullmatch(text):
-            raise ValueError(text)
-        date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date in YYYY-MM-DD form") from None
+    if not is_iso_day(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date in YYYY-MM-DD form")
     return text
 
 

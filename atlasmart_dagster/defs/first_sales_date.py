@@ -20,17 +20,22 @@ EARLIEST_FIRST_SALES_DATE = "2000-01-01"
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
+def is_iso_day(text: str) -> bool:
+    """Whether ``text`` is a calendar day written YYYY-MM-DD (the form of every partition key and date option)."""
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return bool(_ISO_DATE.fullmatch(text))
+
+
 def first_sales_date_problem(value: str | None) -> str | None:
     """Why ``value`` cannot be the first partition (not YYYY-MM-DD, before 2000-01-01, after today UTC), or None."""
     if not value:
         return None  # unset (or set empty): the default
     today = datetime.now(UTC).date().isoformat()
     accepted = f"expected a day YYYY-MM-DD from {EARLIEST_FIRST_SALES_DATE} to {today} (today, UTC)"
-    try:
-        if not _ISO_DATE.fullmatch(value):
-            raise ValueError(value)
-        date.fromisoformat(value)
-    except ValueError:
+    if not is_iso_day(value):
         return f"${FIRST_SALES_DATE_ENV} is {value!r}, not a date: {accepted}"
     if not EARLIEST_FIRST_SALES_DATE <= value <= today:
         return f"${FIRST_SALES_DATE_ENV} is {value}, out of range: {accepted}"
