@@ -27,7 +27,7 @@ import dagster as dg
 # step, which imports this module: set here (not only in deploy/Dockerfile) so
 # every shell, the daemon's run workers and the Celery workers batch by
 # default. Postgres writes a batch in one statement; the embedded event log in
-# one transaction per shard (store/dagster_sqlite_adapter.py). An explicit
+# one transaction per shard (store/instance/dagster_sqlite_adapter.py). An explicit
 # value, 0 included, wins.
 EVENT_BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"
 os.environ.setdefault(EVENT_BATCH_SIZE_ENV, "100")
@@ -46,10 +46,16 @@ from .defs.automation.sensors import landing_manifest_sensor
 from .defs.checks.certification_checks import certification_states
 from .defs.checks.golden_checks import dashboard_golden_checks
 from .defs.checks.slo_checks import partition_slos
+from .defs.automation.incident_sensor import build_incident_sensor
+from .defs.automation.run_reaper import stale_run_sensor
+from .defs.checks.open_incidents import build_open_incidents_checks
 from .defs.resources import AtlasmartResource
-from .ops.incidents.incident_sensor import incident_sensor
-from .ops.incidents.ui_reporting import open_incidents_checks
-from .ops.run_reaper import stale_run_sensor
+from .ops.response.incident_tick import incident_tick
+from .ops.response.incidents.ui_reporting import evaluate_open_incidents
+
+# The two definitions whose work is incident response's: defs/ defines them, ops/ hands in the work.
+incident_sensor = build_incident_sensor(incident_tick)
+open_incidents_checks = build_open_incidents_checks(evaluate_open_incidents)
 
 ASSETS = package_assets()
 ASSET_CHECKS = [

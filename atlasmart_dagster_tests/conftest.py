@@ -57,7 +57,7 @@ def env(tmp_path, deployment) -> Env:
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory) -> Env:
     """The whole sample loaded in one backfill-lane range run and certified (read-only for tests)."""
-    from atlasmart_dagster.ops.runs import run_chain, run_reference
+    from atlasmart_dagster.ops.runs.chains import run_chain, run_reference
 
     env = Env(tmp_path_factory.mktemp("loaded"))
     assert run_reference(env.defs, env.instance)

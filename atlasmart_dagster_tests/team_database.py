@@ -22,7 +22,7 @@ from typing import Iterator
 import dagster as dg
 import pytest
 
-from atlasmart_dagster.store.dagster_instance import packaged_instance_config
+from atlasmart_dagster.store.instance.dagster_instance import packaged_instance_config
 from atlasmart_dagster.store.home import sample_dir
 
 REPO = Path(__file__).resolve().parents[1]

@@ -114,7 +114,7 @@ def _ours_child(landing: str, home: str, days: list[str], warm_day: str | None, 
 
     from ..definitions import build_definitions
     from ..defs.resources import AtlasmartResource
-    from ..ops.runs import run_chain
+    from ..ops.runs.chains import run_chain
     from ..product.published_controls import controls_of
     from ..product.run_certification import certify_run
     from ..store.tables import FACT_SALES

@@ -296,7 +296,7 @@ def _submit(module: str, chain: str, days: str) -> None:
 
     import dagster as dg
 
-    from ..ops.dagster_backfill_adapter import queue_asset_backfill
+    from ..ops.runs.dagster_backfill_adapter import queue_asset_backfill
 
     loaded = importlib.import_module(module)
     # a package code location (``-m atlasmart_dagster``) keeps its Definitions in its definitions module

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..ops.access.access_log import access_log
-from ..ops.access.gateway import (
+from ..product.access.access_log import access_log
+from ..product.access.gateway import (
     DEFAULT_MEMORY,
     DEFAULT_TIMEOUT_S,
     MAX_TIMEOUT_S,
@@ -16,7 +16,7 @@ from ..ops.access.gateway import (
     QueryError,
     QueryLimits,
 )
-from ..ops.access.policy import PRINCIPALS, ROLES, AccessDenied, matrix, validate_policy
+from ..product.access.policy import PRINCIPALS, ROLES, AccessDenied, matrix, validate_policy
 from .context import CliContext
 from .output import print_json, table, visible
 

@@ -111,6 +111,6 @@ class CliContext:
             import dagster as dg  # local: loads Dagster (cold start)
 
             return dg.DagsterInstance.ephemeral()
-        from ..store.dagster_instance import dagster_instance  # lazy: loaded by its command only
+        from ..store.instance.dagster_instance import dagster_instance  # lazy: loaded by its command only
 
         return dagster_instance(self.platform.home)

@@ -9,7 +9,7 @@ from .context import CliContext
 
 def cmd_dagster_home(args: argparse.Namespace, ctx: CliContext) -> int:
     """Print the DAGSTER_HOME prepared for this AtlasMart home (with the project's dagster.yaml)."""
-    from ..store.dagster_instance import prepare_dagster_home  # lazy: loaded by its command only
+    from ..store.instance.dagster_instance import prepare_dagster_home  # lazy: loaded by its command only
 
     print(prepare_dagster_home(ctx.platform.home))
     return 0

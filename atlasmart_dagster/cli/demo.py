@@ -12,7 +12,7 @@ import argparse
 
 from ..domain.controls import ControlTuple, total
 from ..errors import AtlasmartError, UsageError
-from ..ops.runs import run_chain, run_reference
+from ..ops.runs.chains import run_chain, run_reference
 from ..product.serving import partition_status
 from .context import CliContext, partition_problem
 from .output import print_json, short, table, visible

@@ -19,7 +19,7 @@ from .output import print_json, table, visible
 
 
 def _workflow(ctx: CliContext):
-    from ..ops.incidents.workflow import IncidentWorkflow  # lazy: loaded by its command only
+    from ..ops.response.incidents.workflow import IncidentWorkflow  # lazy: loaded by its command only
 
     return IncidentWorkflow(ctx.platform, ctx.defs, ctx.instance, ctx.log_level)
 
@@ -54,8 +54,8 @@ def _show(ctx: CliContext, incident) -> None:
 def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
     """Work incidents: list, show, note, triage, contain, notify, repair, verify, resolve, postmortem, report, detect."""
     # lazy: loaded by its command only
-    from ..ops.incidents.detection import consumer_report, detect
-    from ..ops.incidents.workflow import kept_versions, refused_beyond_hold
+    from ..ops.response.incidents.detection import consumer_report, detect
+    from ..ops.response.incidents.workflow import kept_versions, refused_beyond_hold
 
     wf = _workflow(ctx)
     action = args.action
@@ -171,7 +171,7 @@ def cmd_incident(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _show_in_ui(ctx: CliContext, *incident_ids: str | None) -> None:
     """Show the incidents a command changed on the assets they affect in the Dagster UI (incident_sensor does too)."""
-    from ..ops.incidents.ui_reporting import show_incidents_in_ui  # lazy: loaded by its command only
+    from ..ops.response.incidents.ui_reporting import show_incidents_in_ui  # lazy: loaded by its command only
 
     ids = [i for i in incident_ids if i]
     if ids:
@@ -184,7 +184,7 @@ def _asset_names(ctx: CliContext) -> set[str]:
 
 def cmd_blast_radius(args: argparse.Namespace, ctx: CliContext) -> int:
     """Everything downstream of an asset or a source field: assets, checks, marts, dashboards, consumers, owners."""
-    from ..ops.incidents import blast_radius  # lazy: loaded by its command only
+    from ..ops.response.incidents import blast_radius  # lazy: loaded by its command only
 
     if bool(args.asset) == bool(args.field):
         raise SystemExit("give exactly one of --asset or --field")
@@ -253,7 +253,7 @@ def cmd_dashboard(args: argparse.Namespace, ctx: CliContext) -> int:
     elif args.action == "restore":
         dashboard = DEFAULT_DASHBOARDS[args.dashboard]
     else:  # check
-        from ..ops.runs import run_golden_checks  # lazy: loaded by its command only
+        from ..ops.runs.chains import run_golden_checks  # lazy: loaded by its command only
 
         _, decisions = run_golden_checks(ctx.defs, ctx.instance, ctx.platform, args.actor, ctx.log_level)
         print_json([d.to_json() for d in decisions])

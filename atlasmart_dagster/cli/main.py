@@ -206,7 +206,7 @@ def explain(exc: Exception) -> tuple[int, str]:
 @contextmanager
 def _noticing_interrupts() -> Iterator[list[int]]:
     """Turn Ctrl-C and SIGTERM into KeyboardInterrupt, and note them even when a library turns that into its
-    own error (DuckDB raises RuntimeError). Runs note a stop signal themselves (``ops/runs.py``)."""
+    own error (DuckDB raises RuntimeError). Runs note a stop signal themselves (``ops/runs/chains.py``)."""
     noticed: list[int] = []
 
     def notice(signum, frame):
@@ -277,7 +277,7 @@ def _check_incident_reference(args: argparse.Namespace, ctx: CliContext) -> None
     if not incident_id:
         return
     from ..errors import UsageError  # local: cold start
-    from ..ops.incidents.incident_records import IncidentStore, UnknownIncident  # local: only these commands
+    from ..store.ledger.incidents import IncidentStore, UnknownIncident  # local: only these commands
 
     try:
         IncidentStore(ctx.platform.ledger).get(incident_id)
@@ -306,7 +306,7 @@ def _deliver_notifications(args: argparse.Namespace, ctx: CliContext) -> None:
     """Send the notifications a command made due; a problem is a line on stderr, never the command's failure."""
     if args.command not in NOTIFYING_COMMANDS:
         return
-    from ..ops.notifications import deliver_pending  # local: only these commands need it (cold start)
+    from ..ops.response.notifications import deliver_pending  # local: only these commands need it (cold start)
 
     opened = vars(ctx)  # what the command opened already (cached properties); nothing more is opened here
     report = deliver_pending(ctx.platform, graph=ctx.defs.resolve_asset_graph() if "defs" in opened else None,

@@ -25,7 +25,7 @@ def cmd_migrate(args: argparse.Namespace, ctx: CliContext) -> int:
     Snapshot ids, ledger ids and fingerprints are kept; the embedded home is only read. A deployment that already
     holds ledger rows, AtlasMart tables or files in its shared warehouse/ or raw/ is refused, never merged into.
     """
-    from ..ops.migration import embedded_source, migrate_to_team, team_platform, team_target  # lazy
+    from ..ops.recovery.migration import embedded_source, migrate_to_team, team_platform, team_target  # lazy
     from ..ops.recovery import verify  # lazy: loaded by its command only
 
     source = embedded_source(ctx.home)

@@ -29,7 +29,7 @@ class NotificationNotSent(AtlasmartError):
 
 
 def _config(ctx: CliContext, required: bool):
-    from ..ops.notifications.channel_config import NotificationConfigError, config_path, load_config  # lazy
+    from ..ops.response.notifications.channel_config import NotificationConfigError, config_path, load_config  # lazy
 
     config = load_config(ctx.platform.home)
     if config is None and required:
@@ -49,8 +49,8 @@ def cmd_notify(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _test(args: argparse.Namespace, ctx: CliContext) -> int:
     from ..errors import UsageError  # local: loads DuckDB (cold start)
-    from ..ops.notifications.channels import SendFailed  # lazy: loaded by its command only
-    from ..ops.notifications.delivery import send_test
+    from ..ops.response.notifications.channels import SendFailed  # lazy: loaded by its command only
+    from ..ops.response.notifications.delivery import send_test
 
     if not args.channel:
         raise UsageError("notify test needs the channel to test (atlasmart notify status lists them)")
@@ -69,7 +69,7 @@ def _test(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _deliver(ctx: CliContext) -> int:
-    from ..ops.notifications.delivery import deliver_pending  # lazy: loaded by its command only
+    from ..ops.response.notifications.delivery import deliver_pending  # lazy: loaded by its command only
 
     config = _config(ctx, required=True)  # a wrong file is a usage error here, not a line in a report
     report = deliver_pending(ctx.platform, instance=ctx.instance, config=config)

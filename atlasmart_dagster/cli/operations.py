@@ -8,9 +8,9 @@ import time
 from ..store.tables import DAILY_CHAIN
 from ..defs.checks.certification_checks import report_day_states
 from ..errors import AtlasmartError, UsageError
-from ..ops.backfills import BackfillRequest, earlier_submission, run_backfill, submit_to_daemon
+from ..ops.runs.backfills import BackfillRequest, earlier_submission, run_backfill, submit_to_daemon
 from ..product.run_certification import certify_run
-from ..store.dagster_instance import resolve_run_id
+from ..store.instance.dagster_instance import resolve_run_id
 from .context import CliContext, sales_date
 from .output import print_json, visible
 

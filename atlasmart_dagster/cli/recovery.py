@@ -72,7 +72,7 @@ def cmd_relocate(args: argparse.Namespace, ctx: CliContext) -> int:
     lists and manifests are rewritten for this path under the catalog's lock (all or nothing); the home it was
     copied from is not touched.
     """
-    from ..ops.relocation import relocate_home  # lazy: loaded by its command only
+    from ..ops.recovery.relocation import relocate_home  # lazy: loaded by its command only
 
     try:
         report = relocate_home(ctx.platform.home)
@@ -127,7 +127,7 @@ def cmd_rollback(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def cmd_maintain(args: argparse.Namespace, ctx: CliContext) -> int:
     """Expire Iceberg snapshots nothing relies on any more (keeps commits fast); optionally delete orphan files."""
-    from ..ops.maintenance import expire_snapshots, remove_orphan_files  # lazy: loaded by its command only
+    from ..ops.recovery.maintenance import expire_snapshots, remove_orphan_files  # lazy: loaded by its command only
 
     report = {"expired": expire_snapshots(ctx.platform, keep_last=args.keep_last)}
     if args.remove_orphans:

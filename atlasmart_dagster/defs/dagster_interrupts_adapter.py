@@ -16,7 +16,7 @@ also make the runs it launches uncancellable.
 So, only where a signal is ignored, SIGINT gets Python's default handler and
 SIGTERM the SIGINT handler, exactly what Dagster sets up in a process that did
 not inherit them ignored. A handler someone installed (Dagster's, Celery's,
-ours in ``ops/runs.py``) is never replaced, and nothing changes for a process
+ours in ``ops/runs/chains.py``) is never replaced, and nothing changes for a process
 started in the foreground or by systemd or Kubernetes.
 
 Doing it at import is not enough: Dagster imports the code location inside

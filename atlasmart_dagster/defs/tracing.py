@@ -13,7 +13,7 @@ worker, a Celery worker on another machine), so nothing can hand them the
 run's span. Its trace id and span id are derived from the Dagster run id
 instead (``run_span_context``): every step span, in whatever process, names
 the same parent, and whoever learns when the run started and ended emits the
-run span with exactly that id (``record_run``): ``ops/runs.py`` for runs
+run span with exactly that id (``record_run``): ``ops/runs/chains.py`` for runs
 executed in process, the certification sensor for every other ended run.
 """
 

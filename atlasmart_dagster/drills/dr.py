@@ -18,7 +18,7 @@ from pyiceberg.expressions import In
 
 from ..domain.controls import FACT_CONTROLS_SQL, ControlTuple, controls_by_date, total
 from ..ops import recovery
-from ..ops.runs import run_reference
+from ..ops.runs.chains import run_reference
 from ..product.canonical_controls import canonical_controls
 from ..product.published_controls import fingerprints_of
 from ..store.platform import Platform

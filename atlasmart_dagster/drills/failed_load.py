@@ -35,8 +35,8 @@ import dagster as dg
 
 from ..domain.check_names import AGG_MATCHES_FACT
 from ..domain.controls import ControlTuple
-from ..ops.backfills import BackfillRequest, run_backfill
-from ..ops.runs import run_checks
+from ..ops.runs.backfills import BackfillRequest, run_backfill
+from ..ops.runs.chains import run_checks
 from ..product.lanes import LANE_TAG
 from ..product.published_controls import controls_of, fingerprints_of
 from ..product.serving import partition_status

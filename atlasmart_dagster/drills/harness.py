@@ -25,11 +25,11 @@ from ..defs.automation.schedules import scheduled_load
 from ..defs.automation.sensors import plan_manifest_runs
 from ..defs.checks.certification_checks import report_day_states
 from ..defs.resources import AtlasmartResource
-from ..ops.runs import RunOutcome, run_chain
+from ..ops.runs.chains import RunOutcome, run_chain
 from ..product.lanes import LANE_TAG
 from ..product.run_certification import certify_run
 from ..store.clock import LogicalClock, format_ts, parse_ts
-from ..store.dagster_instance import prepare_dagster_home
+from ..store.instance.dagster_instance import prepare_dagster_home
 from ..store.home import sample_dir
 from ..store.platform import Platform
 

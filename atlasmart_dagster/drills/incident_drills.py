@@ -19,10 +19,10 @@ from typing import Any, Callable
 
 from ..defs.checks.certification_checks import report_day_states
 from ..domain.controls import ControlTuple, format_money, total
-from ..ops.incidents.detection import detect
-from ..ops.incidents.incident_records import Incident
-from ..ops.incidents.workflow import IncidentWorkflow
-from ..ops.runs import run_golden_checks
+from ..ops.response.incidents.detection import detect
+from ..store.ledger.incidents import Incident
+from ..ops.response.incidents.workflow import IncidentWorkflow
+from ..ops.runs.chains import run_golden_checks
 from ..product.anomaly import ANOMALY_HELD, reject_anomaly
 from ..product.batch_lifecycle import retired_batches
 from ..product.canonical_controls import canonical_controls

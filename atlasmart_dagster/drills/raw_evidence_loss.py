@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from ..ops import recovery
-from ..ops.backfills import BackfillRequest, run_backfill
-from ..ops.incidents.detection import detect
-from ..ops.incidents.incident_records import IncidentStore
-from ..ops.runs import run_reference
+from ..ops.runs.backfills import BackfillRequest, run_backfill
+from ..ops.response.incidents.detection import detect
+from ..store.ledger.incidents import IncidentStore
+from ..ops.runs.chains import run_reference
 from ..product.serving import partition_status
 from ..store.tables import (
     AGG_DAILY_SALES,

@@ -29,10 +29,10 @@ from ..product.slo import SCHEDULE_HOUR  # the hour of daily_sales_schedule's cr
 from ..store.clock import UTC, format_ts, parse_ts
 from ..store.ledger.engine import LedgerTable, dumps
 from ..store.platform import Platform
-from .incidents.detection import detect, route
-from .incidents.incident_records import IncidentStore
-from .run_reaper import reap_dead_runs
-from .runs import RunOutcome, run_chain
+from .response.incidents.detection import detect, route
+from ..store.ledger.incidents import IncidentStore
+from ..defs.automation.run_reaper import reap_dead_runs
+from .runs.chains import RunOutcome, run_chain
 
 AUTOMATION_TICKS = LedgerTable(
     "automation_ticks",

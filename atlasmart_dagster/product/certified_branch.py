@@ -50,7 +50,7 @@ BRANCH = "certified"
 INDEX_PROPERTY = "atlasmart.certified.index"
 DIGEST_PROPERTY = "atlasmart.served-digest"
 # Tables that are not products but that a role reads certified, each day at the build its product's
-# certification pinned (ops/access/policy.py: fact_sales through the finance mart).
+# certification pinned (product/access/policy.py: fact_sales through the finance mart).
 THROUGH = REGISTRY.names(lambda s: s.layer == FACTS and s.pinned)
 
 

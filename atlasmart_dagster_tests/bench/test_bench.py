@@ -8,7 +8,7 @@ from atlasmart_dagster.bench.generator import expected_controls, generate, plan_
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.defs.resources import AtlasmartResource
 from atlasmart_dagster.domain.controls import ControlTuple
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.published_controls import controls_of
 from atlasmart_dagster.store.tables import FACT_SALES, QUARANTINE_ORDER_LINES, STG_ORDER_LINES
 

@@ -71,7 +71,7 @@ def test_installed_cli_and_dagster_materialize_share_one_instance(env, tmp_path,
     shell = {**os.environ, "ATLASMART_HOME": str(env.home), "ATLASMART_LANDING": str(env.landing),
              "DAGSTER_HOME": str(tmp_path / "dagster_home")}
     os.makedirs(shell["DAGSTER_HOME"])
-    from atlasmart_dagster.store.dagster_instance import packaged_instance_config
+    from atlasmart_dagster.store.instance.dagster_instance import packaged_instance_config
     (tmp_path / "dagster_home" / "dagster.yaml").write_text(packaged_instance_config().read_text())
     bindir = os.path.dirname(sys.executable)
     demo = subprocess.run([f"{bindir}/atlasmart", "demo", "--json"], env=shell, capture_output=True, text=True, timeout=300)

@@ -3,7 +3,7 @@
 import sqlite3
 
 from atlasmart_dagster.cli.main import main
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.pii import REDACTED
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 

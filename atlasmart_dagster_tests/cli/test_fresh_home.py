@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from atlasmart_dagster.store.dagster_instance import dagster_instance
+from atlasmart_dagster.store.instance.dagster_instance import dagster_instance
 from atlasmart_dagster.store.home import AtlasmartHome
 
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from atlasmart_dagster.drills.faults import drift_rename_field
-from atlasmart_dagster.ops.incidents.incident_records import INCIDENTS
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.store.ledger.incidents import INCIDENTS
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster_tests.cli.commands import run_in as run
 from atlasmart_dagster_tests.environment import Env

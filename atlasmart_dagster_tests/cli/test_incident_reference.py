@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
+from atlasmart_dagster.store.ledger.incidents import IncidentStore
 from atlasmart_dagster.store.clock import LogicalClock, parse_ts
 from atlasmart_dagster_tests.cli.commands import run_in as run
 from atlasmart_dagster_tests.environment import Env

@@ -12,7 +12,7 @@ import dagster as dg
 import psutil
 import pytest
 
-from atlasmart_dagster.store.dagster_instance import dagster_instance
+from atlasmart_dagster.store.instance.dagster_instance import dagster_instance
 from atlasmart_dagster.store.home import AtlasmartHome
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS
 

@@ -6,9 +6,9 @@ import re
 import pytest
 
 from atlasmart_dagster.cli import main as cli
-from atlasmart_dagster.ops.notifications.channel_config import CONFIG_FILENAME
-from atlasmart_dagster_tests.ops.notifications.incidents_to_tell import open_incident
-from atlasmart_dagster_tests.ops.notifications.receivers import HttpReceiver, SmtpReceiver, free_port
+from atlasmart_dagster.ops.response.notifications.channel_config import CONFIG_FILENAME
+from atlasmart_dagster_tests.ops.response.notifications.incidents_to_tell import open_incident
+from atlasmart_dagster_tests.ops.response.notifications.receivers import HttpReceiver, SmtpReceiver, free_port
 
 ROUTING_KEY = "R0UTING-KEY-cli"
 

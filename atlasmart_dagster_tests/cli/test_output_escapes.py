@@ -8,7 +8,7 @@ import json
 import pytest
 
 from atlasmart_dagster.cli.output import table, visible
-from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
+from atlasmart_dagster.store.ledger.incidents import IncidentStore
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster_tests.cli.commands import run_in as run
 from atlasmart_dagster_tests.environment import Env

@@ -8,7 +8,7 @@ from pyiceberg.exceptions import CommitFailedException
 
 from atlasmart_dagster.drills.faults import INJECT_TRANSIENT_TAG, transient_faults_by_tag
 from atlasmart_dagster.errors import ContractViolation, SourceNotReady, TransientError, is_transient
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.store.ledger.partition_states import BUILT
 
 

@@ -30,7 +30,7 @@ from opentelemetry.trace import StatusCode
 from atlasmart_dagster.defs import tracing
 from atlasmart_dagster.defs.automation.certification_sensor import certification_tick
 from atlasmart_dagster.domain.check_names import SOURCE_CONTRACT_CONFORMS
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.lanes import BACKFILL, LANE_TAG
 from atlasmart_dagster.store.ledger.partition_states import BUILT
 from atlasmart_dagster.store.tables import RAW_ORDER_LINES
@@ -204,7 +204,7 @@ def test_the_certification_sensor_emits_the_span_of_a_run_no_process_of_ours_end
 LOAD = """
 import json, sys
 from pathlib import Path
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster_tests.environment import Env
 env = Env(Path(sys.argv[1]))
 outcome = run_chain(env.defs, env.instance, env.platform, [sys.argv[2]], lane="backfill", log_level="CRITICAL")

@@ -351,14 +351,14 @@ def test_deploy_readme_names_only_files_that_exist():
     missing = sorted(p for p in named if not (REPO / p).exists())
     assert not missing, f"deploy/README.md names files that do not exist: {missing}"
     # Workers start through the wrapper that keeps the broker URL out of files (test_celery_worker.py runs it).
-    assert "python -m atlasmart_dagster.ops.celery_worker -y deploy/celery.yaml" in text
+    assert "python -m atlasmart_dagster.ops.runs.celery_worker -y deploy/celery.yaml" in text
 
 
 def test_the_cli_submits_runs_to_the_code_location_the_team_workspace_names():
     """`atlasmart` in team mode launches runs by location name; the daemon knows only deploy/workspace.yaml's."""
     import yaml
 
-    from atlasmart_dagster.ops.run_queue import CODE_LOCATION_MODULE, CODE_LOCATION_NAME
+    from atlasmart_dagster.ops.runs.queue import CODE_LOCATION_MODULE, CODE_LOCATION_NAME
 
     (entry,) = yaml.safe_load((REPO / "deploy" / "workspace.yaml").read_text())["load_from"]
     module = entry.get("python_module") or {}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from atlasmart_dagster.ops import recovery
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.published_controls import fingerprints_of
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.ledger.partition_states import BUILT

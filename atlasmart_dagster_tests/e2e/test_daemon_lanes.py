@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from atlasmart_dagster.store.dagster_instance import packaged_instance_config
+from atlasmart_dagster.store.instance.dagster_instance import packaged_instance_config
 from atlasmart_dagster_tests.environment import Env
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from atlasmart_dagster.defs.assets.step import STEP_START_HOOKS, Step
-from atlasmart_dagster.ops.runs import run_chain, run_reference
+from atlasmart_dagster.ops.runs.chains import run_chain, run_reference
 from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.team_database import _admin
 

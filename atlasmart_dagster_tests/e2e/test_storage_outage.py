@@ -25,7 +25,7 @@ from prometheus_client import generate_latest
 from atlasmart_dagster.defs import tracing
 from atlasmart_dagster.defs.assets.step import STEP_START_HOOKS, Step
 from atlasmart_dagster.ops.observability.prometheus import registry_for
-from atlasmart_dagster.ops.runs import run_chain, run_reference
+from atlasmart_dagster.ops.runs.chains import run_chain, run_reference
 from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.s3_server import s3_team_environment, server_settings
 

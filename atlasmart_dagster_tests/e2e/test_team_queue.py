@@ -18,7 +18,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from atlasmart_dagster.store.dagster_instance import packaged_instance_config
+from atlasmart_dagster.store.instance.dagster_instance import packaged_instance_config
 from atlasmart_dagster_tests.team_database import BIN, REPO, team_daemon  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slow

@@ -15,9 +15,9 @@ import json
 import pytest
 
 from atlasmart_dagster.errors import EnvironmentFault, RawEvidenceConflict, TransientError
-from atlasmart_dagster.ops.access.gateway import Gateway
+from atlasmart_dagster.product.access.gateway import Gateway
 from atlasmart_dagster.ops.recovery import verify
-from atlasmart_dagster.ops.runs import run_chain, run_reference
+from atlasmart_dagster.ops.runs.chains import run_chain, run_reference
 from atlasmart_dagster.product.published_controls import fingerprints_of
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.object_store import S3Location, S3Store, object_store_fault
@@ -188,7 +188,7 @@ def test_the_certified_tables_are_readable_by_another_engine_through_the_catalog
 
 def test_orphan_files_in_the_bucket_are_removed_and_referenced_ones_kept(world, tmp_path):
     """A data object no snapshot references (a worker killed between its upload and its commit) is removed."""
-    from atlasmart_dagster.ops.maintenance import remove_orphan_files
+    from atlasmart_dagster.ops.recovery.maintenance import remove_orphan_files
 
     store = world.platform.home.objects
     orphan = f"{world.warehouse.data_uri(FACT_SALES)}/killed-writer/sales_date={DAY}.parquet"
@@ -206,7 +206,7 @@ def test_orphan_files_in_the_bucket_are_removed_and_referenced_ones_kept(world, 
 
 def test_an_embedded_home_migrates_into_a_team_deployment_on_s3_and_verifies_the_same(tmp_path, monkeypatch):
     """``atlasmart migrate --to team --warehouse s3://...``: the same certified snapshots, fingerprints and controls."""
-    from atlasmart_dagster_tests.ops.test_migration import certified, run
+    from atlasmart_dagster_tests.ops.recovery.test_migration import certified, run
 
     with s3_team_environment(monkeypatch) as prefix:
         url = __import__("os").environ["ATLASMART_DATABASE_URL"]

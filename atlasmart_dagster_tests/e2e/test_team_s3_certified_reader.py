@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.store.tables import MART_FINANCE_DAILY_SALES
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.product.test_anomaly_guard import NEXT_DAY, OWNER, day_rows, land

@@ -4,7 +4,7 @@ A 30-day range backfill is submitted with ``atlasmart backfill --via-daemon``;
 the daemon splits it into runs of 10 days (``ATLASMART_BACKFILL_RUN_DAYS``),
 the run queue starts them under the team instance's lane limits, and every
 step executes on one of two ``dagster-celery`` workers (started as the README
-says, ``python -m atlasmart_dagster.ops.celery_worker``), all against one
+says, ``python -m atlasmart_dagster.ops.runs.celery_worker``), all against one
 Postgres database (Dagster instance, Iceberg catalog, ledger) and one shared
 folder, or (``[team-s3]``) one prefix on a real S3 server. Mid-run one worker
 is killed with SIGKILL while it executes a step: the broker (RabbitMQ) hands
@@ -27,7 +27,7 @@ import dagster as dg
 import pytest
 
 from atlasmart_dagster.cli.main import main
-from atlasmart_dagster.store.dagster_instance import packaged_instance_config
+from atlasmart_dagster.store.instance.dagster_instance import packaged_instance_config
 from atlasmart_dagster_tests.s3_server import team_warehouse
 from atlasmart_dagster_tests.team_database import scratch_database
 
@@ -105,10 +105,10 @@ def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mo
 
         # Processes are started in their own session, so a SIGKILL of the group takes a worker's pool too.
         processes = [
-            start("worker-1", BIN / "python", "-m", "atlasmart_dagster.ops.celery_worker", "-y",
+            start("worker-1", BIN / "python", "-m", "atlasmart_dagster.ops.runs.celery_worker", "-y",
                   str(REPO / "deploy" / "celery.yaml"), "-n", "worker-1", "-q", shell["ATLASMART_CELERY_QUEUE"],
                   "-l", "info"),
-            start("worker-2", BIN / "python", "-m", "atlasmart_dagster.ops.celery_worker", "-y",
+            start("worker-2", BIN / "python", "-m", "atlasmart_dagster.ops.runs.celery_worker", "-y",
                   str(REPO / "deploy" / "celery.yaml"), "-n", "worker-2", "-q", shell["ATLASMART_CELERY_QUEUE"],
                   "-l", "info"),
         ]

@@ -30,11 +30,11 @@ import time
 import pytest
 
 from atlasmart_dagster.defs.assets.served import served_asset
-from atlasmart_dagster.ops.incidents.workflow import IncidentWorkflow
-from atlasmart_dagster.ops.runs import run_chain, run_reference
+from atlasmart_dagster.ops.response.incidents.workflow import IncidentWorkflow
+from atlasmart_dagster.ops.runs.chains import run_chain, run_reference
 from atlasmart_dagster.product.contract_approvals import approve
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster.store.dagster_instance import dagster_instance
+from atlasmart_dagster.store.instance.dagster_instance import dagster_instance
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.e2e.test_ui_browser import (
     BIN,
@@ -51,7 +51,7 @@ from atlasmart_dagster_tests.e2e.test_ui_browser import (
     _wait_for_ui,
 )
 
-from atlasmart_dagster_tests.ops.incidents.faulted_days import stop_day_by_contract_drift, tick
+from atlasmart_dagster_tests.ops.response.incidents.faulted_days import stop_day_by_contract_drift, tick
 
 pytestmark = pytest.mark.slow
 

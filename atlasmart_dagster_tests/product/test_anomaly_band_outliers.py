@@ -7,7 +7,7 @@ bounds the low end too, and a day its owner approved as an anomaly is no
 measure of a usual day.
 """
 
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 

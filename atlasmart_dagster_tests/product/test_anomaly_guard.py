@@ -16,10 +16,10 @@ import pytest
 
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.domain.controls import ControlTuple
-from atlasmart_dagster.ops.incidents.detection import detect
-from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
-from atlasmart_dagster.ops.incidents.notices import build_notice
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.response.incidents.detection import detect
+from atlasmart_dagster.store.ledger.incidents import IncidentStore
+from atlasmart_dagster.ops.response.incidents.notices import build_notice
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.anomaly import ANOMALY_HELD, PROFILE_KEY, judge, profile
 from atlasmart_dagster.product.serving import partition_status, read_certified
 from atlasmart_dagster.store.ledger.partition_states import CERTIFIED

@@ -9,7 +9,7 @@ import pytest
 
 from atlasmart_dagster.domain.controls import ControlTuple
 from atlasmart_dagster.errors import SourceNotReady
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.batch_lifecycle import RETIRED, BatchDecisionError, decide
 from atlasmart_dagster.product.contract_approvals import approve_mapping
 from atlasmart_dagster.product.readiness import prepare_partition

@@ -4,7 +4,7 @@ import dagster as dg
 import pytest
 
 from atlasmart_dagster.definitions import ASSET_CHECKS, ASSETS
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.run_certification import certify_run
 from atlasmart_dagster.product.serving import partition_status, read_certified
 from atlasmart_dagster.store.clock import SystemClock

@@ -19,8 +19,8 @@ import pytest
 
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.defs.automation.certification_sensor import certification_tick
-from atlasmart_dagster.ops.maintenance import expire_snapshots, remove_orphan_files
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.recovery.maintenance import expire_snapshots, remove_orphan_files
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.certified_branch import BRANCH, INDEX_PROPERTY, publish_certified, tag_name
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS, FACT_SALES, MART_FINANCE_DAILY_SALES, TABLES_BY_NAME
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from atlasmart_dagster.defs.automation.certification_sensor import certification_tick
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.certified_branch import BRANCH, tag_name
 from atlasmart_dagster.store.tables import (
     FACT_SALES,

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from atlasmart_dagster.cli.main import main
-from atlasmart_dagster.ops.maintenance import expire_snapshots
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.recovery.maintenance import expire_snapshots
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch

@@ -14,7 +14,7 @@ import pytest
 
 from atlasmart_dagster.domain.controls import ControlTuple
 from atlasmart_dagster.errors import SourceNotReady
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.published_controls import controls_of
 from atlasmart_dagster.product.readiness import prepare_partition
 from atlasmart_dagster.store.tables import FACT_SALES, QUARANTINE_ORDER_LINES
@@ -220,9 +220,9 @@ def test_a_threshold_refusal_names_the_breach(env):
 
 
 def test_a_day_of_type_errors_opens_an_incident_triaged_as_a_schema_change(env):
-    from atlasmart_dagster.ops.incidents.detection import detect
-    from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
-    from atlasmart_dagster.ops.incidents.triage import classify
+    from atlasmart_dagster.ops.response.incidents.detection import detect
+    from atlasmart_dagster.store.ledger.incidents import IncidentStore
+    from atlasmart_dagster.ops.response.incidents.triage import classify
 
     rows = read_rows(env.day_dir(DAY))
     for row in rows:

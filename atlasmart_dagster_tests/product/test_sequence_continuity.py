@@ -8,7 +8,7 @@ upstream, nothing is published and the raw store keeps only what it had.
 
 import pytest
 
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.batch_lifecycle import REINSTATED, RETIRED, BatchDecisionError, decide
 from atlasmart_dagster.store.ledger.partition_states import BLOCKED_UPSTREAM
 from atlasmart_dagster.store.tables import ALL_TABLES

@@ -60,7 +60,7 @@ def test_due_state(now, certified, state, minutes):
 
 def test_rerunning_a_day_first_delivered_by_a_backfill_is_not_an_slo_event(env):
     """History loaded in the backfill lane, then re-run from the job page (current lane): no SLO, no miss."""
-    from atlasmart_dagster.ops.runs import run_chain
+    from atlasmart_dagster.ops.runs.chains import run_chain
 
     day = "2026-09-20"
     assert run_chain(env.defs, env.instance, env.platform, [day], lane="backfill").certified == [day]

@@ -21,7 +21,7 @@ import dagster as dg
 import pytest
 
 from atlasmart_dagster.errors import StoreUnreadable
-from atlasmart_dagster.store.dagster_instance import prepare_dagster_home
+from atlasmart_dagster.store.instance.dagster_instance import prepare_dagster_home
 from atlasmart_dagster.store.home import AtlasmartHome
 
 DATABASES = ("history/runs.db", "history/runs/index.db", "schedules/schedules.db")

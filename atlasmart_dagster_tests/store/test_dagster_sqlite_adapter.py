@@ -8,8 +8,8 @@ from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializa
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
-from atlasmart_dagster.store.dagster_instance import prepare_dagster_home
-from atlasmart_dagster.store.dagster_sqlite_adapter import PooledSqliteEventLogStorage, PooledSqliteStorage
+from atlasmart_dagster.store.instance.dagster_instance import prepare_dagster_home
+from atlasmart_dagster.store.instance.dagster_sqlite_adapter import PooledSqliteEventLogStorage, PooledSqliteStorage
 from atlasmart_dagster.store.home import AtlasmartHome
 
 

@@ -23,7 +23,7 @@ from atlasmart_dagster.bench.generator import generate
 from atlasmart_dagster.defs.automation.jobs import backfill_sales_job
 from atlasmart_dagster.defs.partitions import range_tags
 from atlasmart_dagster.defs.resources import AtlasmartResource
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.lanes import BACKFILL, LANE_TAG
 from atlasmart_dagster.product.run_certification import certify_run
 from atlasmart_dagster.store.home import AtlasmartHome

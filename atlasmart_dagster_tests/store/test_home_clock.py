@@ -9,8 +9,8 @@ import pytest
 
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.defs.resources import AtlasmartResource
-from atlasmart_dagster.ops.incidents.incident_sensor import incident_sensor
-from atlasmart_dagster.ops.lane_coordinator import atlasmart_now
+from atlasmart_dagster.definitions import incident_sensor
+from atlasmart_dagster.ops.runs.lane_coordinator import atlasmart_now
 from atlasmart_dagster.store.clock import (
     CHOICE_FILE,
     ClockChoice,

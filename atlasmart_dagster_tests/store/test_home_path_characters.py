@@ -11,7 +11,7 @@ the catalog URL alone is checked here for every character.
 
 import pytest
 
-from atlasmart_dagster.ops.runs import run_chain, run_reference
+from atlasmart_dagster.ops.runs.chains import run_chain, run_reference
 from atlasmart_dagster_tests.environment import Env
 
 DAY = "2026-09-20"

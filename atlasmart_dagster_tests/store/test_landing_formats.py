@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from atlasmart_dagster.domain.controls import ControlTuple
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.published_controls import controls_of
 from atlasmart_dagster.store.tables import FACT_SALES, QUARANTINE_ORDER_LINES
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch

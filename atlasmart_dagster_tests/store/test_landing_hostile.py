@@ -10,7 +10,7 @@ import pytest
 
 from atlasmart_dagster.defs.automation.sensors import plan_manifest_runs
 from atlasmart_dagster.errors import SourceNotReady
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.readiness import prepare_partition
 from atlasmart_dagster.store.landing import parse_manifest
 from atlasmart_dagster.store.raw_store import NotARegularFile

@@ -22,7 +22,7 @@ def test_an_empty_filter_list_matches_nothing_instead_of_failing(env):
 
 def test_status_and_a_second_certify_work_on_a_fresh_home(tmp_path, deployment, capsys):  # noqa: F811
     from atlasmart_dagster.cli.main import main
-    from atlasmart_dagster.ops.runs import run_chain
+    from atlasmart_dagster.ops.runs.chains import run_chain
 
     env = Env(tmp_path)
     assert main(["--home", str(env.home), "--landing", str(env.landing), "--ephemeral-instance", "status"]) == 0

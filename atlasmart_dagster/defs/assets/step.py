@@ -169,7 +169,7 @@ class Step:
     def _stamp_lane(self) -> None:
         """Tag the run with its lane if nothing did (runs executed in their launching process).
 
-        Queued runs are stamped by the run coordinator (``ops/lane_coordinator.py``);
+        Queued runs are stamped by the run coordinator (``ops/runs/lane_coordinator.py``);
         ``dagster asset materialize`` and ``atlasmart`` runs never pass one, so
         their first step does it, once per run and process.
         """

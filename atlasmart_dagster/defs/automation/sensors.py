@@ -1,7 +1,7 @@
 """The landing sensor: start loads when sources are ready.
 
 Certification after runs is ``certification_sensor.py``; the incident sensor
-lives with the incident workflow (``ops/incidents/incident_sensor.py``).
+lives with the incident workflow (``ops/response/incident_tick.py``).
 """
 
 import os

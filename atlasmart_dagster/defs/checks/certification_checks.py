@@ -215,7 +215,7 @@ def report_certification_states(
 
 
 # Checks on the served assets that live above this layer and must be re-reported whenever days changed
-# (``open_incidents``, ``ops/incidents/ui_reporting.py``): each registers itself with ``after_days_changed``.
+# (``open_incidents``, ``ops/response/incidents/ui_reporting.py``): each registers itself with ``after_days_changed``.
 _AFTER_DAYS_CHANGED: list[Callable[[dg.DagsterInstance, Platform], object]] = []
 
 

@@ -48,7 +48,7 @@ from ...store.ledger import Ledger
 from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from ..incidents.incident_records import IncidentStore
+from ...store.ledger.incidents import IncidentStore
 
 # The label value of each hold the data owner decides, and how the gate's refusal reason starts.
 OWNER_HOLDS = {"restatement": RESTATEMENT_HELD, "anomaly": ANOMALY_HELD}

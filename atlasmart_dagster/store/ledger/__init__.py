@@ -6,9 +6,9 @@ team deployment): ``partitions`` (states and served
 versions), ``batches``, ``checks``, ``holds``, ``slos``, ``backfills``,
 ``runs`` and ``notifications`` (what notification channels were sent).
 Domains that live elsewhere own their tables the same way over
-``ledger.engine``: incidents (``ops/incidents/incident_records.py``), contract approvals
+``ledger.engine``: incidents (``store/ledger/incidents.py``), contract approvals
 (``product/contract_approvals.py``), dashboard deployments
-(``product/dashboards.py``) and the access log (``ops/access/access_log.py``).
+(``product/dashboards.py``) and the access log (``product/access/access_log.py``).
 The engine itself keeps ``home_identity``: the id of the home this ledger
 belongs to, which the catalog records too (checked in ``store/platform.py``).
 """

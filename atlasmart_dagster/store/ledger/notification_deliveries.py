@@ -1,7 +1,7 @@
 """Notification deliveries: every attempt to send a message over a channel, and what came of it.
 
 The outbox itself is not stored: what must be told is derived from the
-ledger's own events (``ops/notifications/outbox.py``), each message under a
+ledger's own events (``ops/response/notifications/outbox.py``), each message under a
 stable key. This table records what was done about each (message, channel):
 one row per attempt, ``SENT``, ``FAILED`` (with the error and when the next
 attempt is due) or ``GAVE_UP`` (after the last allowed attempt, or at once

@@ -12,8 +12,8 @@ import pytest
 
 from atlasmart_dagster.defs.assets.marts import certified_mart
 from atlasmart_dagster.domain.check_names import MART_MATCHES_AGG_AND_METRIC
-from atlasmart_dagster.ops.access.gateway import Gateway
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.product.access.gateway import Gateway
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.store.tables import (
     CONTROL_COLUMNS,
     CONTROL_TUPLE,

@@ -18,10 +18,10 @@ from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.defs.assets.marts import certified_mart
 from atlasmart_dagster.domain.check_names import MART_MATCHES_AGG_AND_METRIC
 from atlasmart_dagster.domain.controls import CONTROL_FIELDS
-from atlasmart_dagster.ops.access.gateway import Gateway
-from atlasmart_dagster.ops.access.policy import CERTIFIED, ROLES, AccessDenied
-from atlasmart_dagster.ops.maintenance import protected_snapshots
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.product.access.gateway import Gateway
+from atlasmart_dagster.product.access.policy import CERTIFIED, ROLES, AccessDenied
+from atlasmart_dagster.ops.recovery.maintenance import protected_snapshots
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.store.tables import (
     CERTIFIED_ASSETS,
     CONTROL_ASSETS,

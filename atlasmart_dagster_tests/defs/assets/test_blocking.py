@@ -34,7 +34,7 @@ from atlasmart_dagster.domain.check_names import (
     STAGED_ROWS_RECONCILE,
 )
 from atlasmart_dagster.domain.contracts import CONTRACTS
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.lanes import BACKFILL, LANE_TAG
 from atlasmart_dagster.product.run_certification import certify_run
 from atlasmart_dagster.store.ledger.partition_states import CERTIFIED

@@ -15,7 +15,7 @@ def _load(home: str, landing: str, partition: str, start, results) -> None:
 
     from atlasmart_dagster.definitions import build_definitions
     from atlasmart_dagster.defs.resources import AtlasmartResource
-    from atlasmart_dagster.ops.runs import run_chain
+    from atlasmart_dagster.ops.runs.chains import run_chain
 
     resource = AtlasmartResource(home=home, landing=landing)
     defs = build_definitions(resource)

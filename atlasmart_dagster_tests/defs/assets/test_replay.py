@@ -3,7 +3,7 @@
 import hashlib
 from pathlib import Path
 
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.published_controls import fingerprints_of
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.tables import FACT_SALES, MART_FINANCE_DAILY_SALES, STG_ORDER_LINES

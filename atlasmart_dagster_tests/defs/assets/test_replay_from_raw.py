@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.published_controls import fingerprints_of
 from atlasmart_dagster.store.ledger.partition_states import BUILT
 from atlasmart_dagster.store.tables import FACT_SALES, MART_FINANCE_DAILY_SALES, RAW_ORDER_LINES, STG_ORDER_LINES

@@ -10,7 +10,7 @@ from atlasmart_dagster.defs.assets.served import SERVED_ASSETS, served_asset, sy
 from atlasmart_dagster.defs.automation.certification_sensor import certification_tick
 from atlasmart_dagster.defs.checks.certification_checks import CERTIFICATION_STATE, report_day_states
 from atlasmart_dagster.defs.partitions import daily_partitions
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch

@@ -2,7 +2,7 @@
 
 import pytest
 
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.store.ledger.partition_states import BLOCKED_UPSTREAM
 from atlasmart_dagster.store.tables import ALL_TABLES
 from atlasmart_dagster_tests.landing_batches import patch_manifest, write_batch

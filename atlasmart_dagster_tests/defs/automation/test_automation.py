@@ -6,7 +6,7 @@ import dagster as dg
 
 from atlasmart_dagster.defs.automation.schedules import daily_sales_schedule
 from atlasmart_dagster.defs.automation.sensors import landing_manifest_sensor
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.ledger.partition_states import RESTATEMENT_PENDING
 from atlasmart_dagster_tests.environment import Env

@@ -6,7 +6,7 @@ import pytest
 from atlasmart_dagster.defs.assets.served import served_asset
 from atlasmart_dagster.defs.automation.certification_sensor import certification_sensor, certification_tick
 from atlasmart_dagster.defs.checks.certification_checks import CERTIFICATION_STATE
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.ledger.partition_states import CERTIFICATION_REFUSED, CERTIFIED
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS

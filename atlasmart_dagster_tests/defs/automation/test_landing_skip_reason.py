@@ -3,7 +3,7 @@
 import dagster as dg
 
 from atlasmart_dagster.defs.automation.sensors import landing_manifest_sensor
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch

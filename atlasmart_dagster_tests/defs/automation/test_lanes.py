@@ -12,7 +12,7 @@ from atlasmart_dagster.defs.partitions import range_tags
 from atlasmart_dagster.errors import LaneViolation
 from atlasmart_dagster.product.lanes import DAGSTER_BACKFILL_TAG, LANE_TAG, guard_backfill_scope, lane_of
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster.store.dagster_instance import packaged_instance_config
+from atlasmart_dagster.store.instance.dagster_instance import packaged_instance_config
 from atlasmart_dagster.store.ledger.partition_states import BUILT
 from atlasmart_dagster_tests.environment import Env
 

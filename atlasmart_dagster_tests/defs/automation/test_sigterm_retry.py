@@ -15,10 +15,10 @@ import pytest
 from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.defs.automation.load_retries import ATTEMPT_TAG, MAX_LOAD_ATTEMPTS, RETRY_OF_TAG
 from atlasmart_dagster.ops.gameday import tick
-from atlasmart_dagster.ops.incidents.incident_records import IncidentStore
+from atlasmart_dagster.store.ledger.incidents import IncidentStore
 from atlasmart_dagster.store import warehouse
 from atlasmart_dagster.store.clock import LogicalClock
-from atlasmart_dagster.store.dagster_instance import dagster_instance
+from atlasmart_dagster.store.instance.dagster_instance import dagster_instance
 from atlasmart_dagster.store.home import AtlasmartHome
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS, Env
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch

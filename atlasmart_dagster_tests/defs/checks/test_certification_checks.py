@@ -16,8 +16,8 @@ from atlasmart_dagster.defs.checks.certification_checks import (
     report_day_states,
 )
 from atlasmart_dagster.defs.checks.slo_checks import SLO_CHECK_KEYS
-from atlasmart_dagster.ops.incidents.ui_reporting import OPEN_INCIDENTS
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.defs.checks.open_incidents import OPEN_INCIDENTS
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.serving import known_partitions, partition_statuses
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from atlasmart_dagster.drills.faults import corrupt_aggregate_cost
-from atlasmart_dagster.ops.runs import run_chain, run_checks
+from atlasmart_dagster.ops.runs.chains import run_chain, run_checks
 from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.defs.checks.graph_runs import check_history
 from atlasmart_dagster_tests.landing_batches import read_rows, write_batch

@@ -5,7 +5,7 @@ import dagster as dg
 from atlasmart_dagster.defs.assets.served import served_asset
 from atlasmart_dagster.defs.checks.certification_checks import report_day_states
 from atlasmart_dagster.defs.checks.slo_checks import SLO_CHECK_KEYS
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.store.clock import LogicalClock
 from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.defs.checks.graph_runs import (

@@ -12,7 +12,7 @@ from atlasmart_dagster.cli.main import main
 from atlasmart_dagster.drills.faults import INJECT_TRANSIENT_TAG, transient_faults_by_tag
 from atlasmart_dagster.ops.observability.logs import read_log
 from atlasmart_dagster.ops.observability.prometheus import registry_for
-from atlasmart_dagster.ops.runs import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS

@@ -1,0 +1,1 @@
+"""Tests of recovery: backup, restore, verify, rollback, migration, maintenance."""

@@ -1,0 +1,1 @@
+"""Tests of incident response: incidents and notifications."""

@@ -1,0 +1,1 @@
+"""Tests of running the chain: queue, lanes, backfills."""
