@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from atlasmart_dagster.cli.main import main
-from atlasmart_dagster.store import dagster_instance
+from atlasmart_dagster.store.instance import dagster_instance
 from atlasmart_dagster_tests.store.damaged_home import one_line
 
 

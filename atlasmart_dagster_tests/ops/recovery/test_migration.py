@@ -22,7 +22,7 @@ import psycopg2
 import pytest
 
 from atlasmart_dagster.cli.main import main
-from atlasmart_dagster.ops import migration
+from atlasmart_dagster.ops.recovery import migration
 from atlasmart_dagster.product.published_controls import controls_of, fingerprints_of
 from atlasmart_dagster.store.ledger.postgres_engine import SCHEMA
 from atlasmart_dagster.store.platform import Platform

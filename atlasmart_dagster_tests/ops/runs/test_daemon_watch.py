@@ -30,7 +30,7 @@ import pytest
 from dagster._daemon.types import DaemonHeartbeat
 
 from atlasmart_dagster.errors import UsageError
-from atlasmart_dagster.ops import run_queue
+from atlasmart_dagster.ops.runs import queue as run_queue
 from atlasmart_dagster.ops.runs.dagster_backfill_adapter import queue_asset_backfill
 from atlasmart_dagster.ops.runs.queue import (
     HEARTBEAT_STALE_SECONDS,

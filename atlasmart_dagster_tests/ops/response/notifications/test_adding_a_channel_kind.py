@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from atlasmart_dagster.ops import notifications
+from atlasmart_dagster.ops.response import notifications
 from atlasmart_dagster.ops.response.notifications import deliver_pending
 from atlasmart_dagster.ops.response.notifications.channel_config import CONFIG_FILENAME, NotificationConfigError, load_config
 from atlasmart_dagster.ops.response.notifications.channels import Sent, post_json, secret
