@@ -214,8 +214,7 @@ def test_every_module_says_what_it_holds(name):
 RAW_EVENT_READERS = {
     "defs.automation.sensors", "drills.failed_load", "drills.harness", "drills.incident_drills",
     "ops.response.incidents.detection", "ops.response.incidents.notices", "ops.response.incidents.triage",
-    "ops.response.incidents.ui_reporting", "ops.response.incidents.workflow", "ops.recovery.maintenance",
-    "ops.observability.prometheus", "ops.recovery.rollback", "ops.recovery.verify", "product.anomaly", "product.restatements",
+    "ops.response.incidents.ui_reporting", "ops.response.incidents.workflow", "ops.observability.prometheus",
 }
 RAW_READS = (".partitions.events(", ".partitions.served(", ".partitions.served_map(", ".partitions.versions_map(")
 

@@ -185,7 +185,7 @@ class AnomalyVerdict:
 
 def _history_rows(platform: Platform, exclude: set[str]) -> list[dict]:
     """Profiles of the days consumers are served (the newest live certification of the governed metric)."""
-    served = platform.ledger.partitions.served_map(METRIC_GROSS_REVENUE.name)
+    served = platform.ledger.partitions.states(assets=[METRIC_GROSS_REVENUE.name]).served_map(METRIC_GROSS_REVENUE.name)
     approved = _approved_anomaly_days(platform)
     rows = []
     for day, version in served.items():

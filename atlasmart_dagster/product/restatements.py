@@ -22,7 +22,7 @@ from ..store.clock import format_ts
 from ..store.ledger import Ledger
 from ..store.ledger.engine import LedgerTable, dumps, where_clause
 from ..store.ledger.day_states import DayStates
-from ..store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
+from ..store.ledger.partition_states import CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
 from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS
 from .contract_approvals import contract_of_day
@@ -58,20 +58,21 @@ def approved_controls(ledger: Ledger, partitions) -> dict[str, list[ControlTuple
     return found
 
 
-def held_builds(platform: Platform, partition: str, prefix: str = RESTATEMENT_HELD) -> list[PartitionEvent]:
+def held_builds(platform: Platform, partition: str, prefix: str = RESTATEMENT_HELD,
+                states: DayStates | None = None) -> list[PartitionEvent]:
     """The newest build of each certified product of the day, where the gate held it with ``prefix``
-    (a restatement; the anomaly guard asks with its own)."""
-    events = platform.ledger.partitions
+    (a restatement; the anomaly guard asks with its own). ``states``: a read model holding the day, when the
+    caller has one."""
+    states = states or platform.ledger.partitions.states([partition], CERTIFIED_ASSETS)
     held = []
     for asset in CERTIFIED_ASSETS:
-        builds = events.events(asset=asset, partition=partition, states=(BUILT,))
-        if not builds:
+        day = states.get(asset, partition)
+        if not day.builds:
             continue
-        newest = builds[-1]
-        decisions = [e for e in events.events(asset=asset, partition=partition, states=(CERTIFIED, CERTIFICATION_REFUSED))
-                     if e.detail.get("built_event_id") == newest.id]
-        if decisions and decisions[-1].state == CERTIFICATION_REFUSED and any(
-            r.startswith(prefix) for r in decisions[-1].detail.get("reasons", [])
+        newest = day.builds[-1]
+        decision = day.decision_of(newest)
+        if decision is not None and decision.state == CERTIFICATION_REFUSED and any(
+            r.startswith(prefix) for r in decision.detail.get("reasons", [])
         ):
             held.append(newest)
     return held
@@ -103,7 +104,7 @@ def record_approval(platform: Platform, partition: str, controls: ControlTuple, 
 
 def refused_controls(platform: Platform, build: PartitionEvent) -> ControlTuple:
     """The controls the gate recorded when it refused ``build``."""
-    refusals = platform.ledger.partitions.events(partition=build.partition, states=(CERTIFICATION_REFUSED,))
+    refusals = platform.ledger.partitions.states([build.partition]).events((CERTIFICATION_REFUSED,))
     return next(e.controls for e in reversed(refusals) if e.detail.get("built_event_id") == build.id)
 
 

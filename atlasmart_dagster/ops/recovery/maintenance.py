@@ -36,37 +36,35 @@ ORPHAN_MIN_AGE_SECONDS = 3600
 def protected_snapshots(platform: Platform) -> dict[str, set[int]]:
     """Per table, the snapshot ids the ledger still relies on."""
     ledger = platform.ledger
+    states = ledger.partitions.states()  # every day, one read: expiry must see every reference
     protected: dict[str, set[int]] = {spec.name: set() for spec in ALL_TABLES}
-    built: dict[tuple[str, str], list] = {}
-    for event in ledger.partitions.events(states=(BUILT,)):
-        built.setdefault((event.asset, event.partition), []).append(event)
     served_builds = []
     for asset in CERTIFIED_ASSETS:
-        for versions in ledger.partitions.versions_map(asset).values():
+        for versions in states.versions_map(asset).values():
             protected[asset].update(v.certification.snapshot_id for v in versions
                                     if v.certification.snapshot_id is not None)
-        for partition, served in ledger.partitions.served_map(asset).items():
+        for partition, served in states.served_map(asset).items():
             cert = served.certification
             if cert.snapshot_id is not None:
                 protected[asset].add(cert.snapshot_id)
             served_builds.append((partition, cert.detail.get("built_event_id") or cert.id))
     # A build held for its owner's decision (a restatement, an anomaly) is approved at its own snapshots, which
     # need not be current any more (a later day's load, a rollback of the day on main).
-    partitions = sorted({partition for _, partition in built})
+    partitions = states.days((BUILT,))
     for partition, reason in held_reasons(platform, partitions, (RESTATEMENT_HELD, ANOMALY_HELD)).items():
         for build in held_builds(platform, partition, ANOMALY_HELD if reason.startswith(ANOMALY_HELD)
-                                 else RESTATEMENT_HELD):
+                                 else RESTATEMENT_HELD, states):
             if build.snapshot_id is not None:
                 protected[build.asset].add(build.snapshot_id)
             served_builds.append((partition, build.id))
     for partition, built_id in served_builds:
         for asset in CHAIN_PINS:
-            earlier = [e for e in built.get((asset, partition), []) if e.id <= built_id]
-            if earlier and earlier[-1].snapshot_id is not None:
-                protected[asset].add(earlier[-1].snapshot_id)
+            pinned = states.get(asset, partition).build_up_to(built_id)
+            if pinned is not None and pinned.snapshot_id is not None:
+                protected[asset].add(pinned.snapshot_id)
     open_ids = {i.id for i in IncidentStore(ledger).open_incidents()}
-    certifications = {e.id: e for e in ledger.partitions.events(states=(CERTIFIED,))}
-    for event in ledger.partitions.events(states=(WITHDRAWN,)):
+    certifications = {e.id: e for e in states.events((CERTIFIED,))}
+    for event in states.events((WITHDRAWN,)):
         if event.detail.get("incident_id") in open_ids:
             for cert_id in event.detail.get("certification_ids", []):
                 cert = certifications.get(cert_id)

@@ -11,7 +11,6 @@ import re
 from datetime import date
 from typing import Any
 
-from ...store.ledger.partition_states import BUILT
 from ...store.platform import Platform
 from ...store.tables import (
     CERTIFIED_ASSETS,
@@ -88,15 +87,14 @@ def rollback_partition(platform: Platform, asset: str, partition: str, actor: st
 
 def _pinned_snapshot(platform: Platform, asset: str, partition: str) -> int | None:
     """The snapshot of ``asset`` the day's served certification was built on."""
-    ledger = platform.ledger
+    states = platform.ledger.partitions.states([partition])
     if asset in CERTIFIED_ASSETS:
-        mine = ledger.partitions.served(asset, partition)
+        mine = states.served(asset, partition)
         return mine.certification.snapshot_id if mine else None
-    served = next(filter(None, (ledger.partitions.served(product, partition) for product in CERTIFIED_ASSETS)), None)
+    served = next(filter(None, (states.served(product, partition) for product in CERTIFIED_ASSETS)), None)
     if served is None:
         return None
     # As maintenance protects it: the newest build up to the one the certification was decided on.
-    built_id = served.certification.detail.get("built_event_id") or served.certification.id
-    candidates = [e for e in ledger.partitions.events(asset=asset, partition=partition, states=(BUILT,)) if e.id <= built_id]
-    return candidates[-1].snapshot_id if candidates else None
+    pinned = states.pinned_build(asset, served.certification)
+    return pinned.snapshot_id if pinned else None
 
