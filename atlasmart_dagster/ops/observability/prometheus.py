@@ -17,7 +17,7 @@ atlasmart_certified_partitions                   gauge    asset: partitions cons
 atlasmart_slo_misses_total                       counter  objective: missed SLO evaluations
 atlasmart_open_incidents                         gauge    incidents not resolved
 atlasmart_schema_drift_detections_total          counter  failed source contract conformance checks
-atlasmart_step_retries_total                     counter  asset: retried step attempts
+atlasmart_step_retries_total                     counter  asset: retried step attempts (ledger + spool)
 atlasmart_partitions_held                        gauge    asset, reason: days waiting for the data owner
 ===============================================  =======  ===============================================
 
@@ -37,6 +37,10 @@ anything, the day after the newest one when none is missing. It is exported for
 every certified asset from the first scrape on, and it only moves past a day
 once that day is served, so certifying old days (a backfill) cannot hide a
 newer missing one. The rule compares it with the schedule's deadline.
+
+``atlasmart_step_retries_total`` counts the ledger's retries and those still
+waiting in the home's spool (``Platform.step_retries``): a retry taken while the
+ledger database was down is counted from the spool until a step writes it.
 """
 
 from __future__ import annotations
@@ -134,7 +138,7 @@ class LedgerCollector(Collector):
         yield CounterMetricFamily("atlasmart_schema_drift_detections", "Batches stopped by the source contract gate.",
                                   value=drift)
         retries = CounterMetricFamily("atlasmart_step_retries", "Retried step attempts.", labels=["asset"])
-        for asset, n in sorted(Counter(r["asset"] for r in ledger.runs.retries()).items()):
+        for asset, n in sorted(Counter(r["asset"] for r in self.platform.step_retries()).items()):
             retries.add_metric([asset], n)
         yield retries
         yield held_for_owner(ledger)
