@@ -10,6 +10,7 @@ from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from atlasmart_dagster.cli.main import main
+from atlasmart_dagster.defs.partitions import daily_partitions
 from atlasmart_dagster.drills.faults import INJECT_TRANSIENT_TAG, transient_faults_by_tag
 from atlasmart_dagster.ops.observability.logs import read_log
 from atlasmart_dagster.ops.observability.prometheus import registry_for
@@ -71,6 +72,7 @@ def oldest_missing(samples: dict) -> dict[str, str]:
 def test_the_missing_day_is_exported_before_any_certification_and_a_backfill_of_old_days_leaves_the_new_one_missing(env):
     """The series of the missing-day alert exists on a home that never certified, and only serving a day moves it."""
     first, *old, new = SAMPLE_DAYS
+    assert first == daily_partitions.get_first_partition_key()  # ATLASMART_FIRST_SALES_DATE, as the partitions read it
     m = scrape(env.platform)
     assert ("atlasmart_last_certified_timestamp_seconds", (("asset", CERTIFIED_ASSETS[0]),)) not in m
     assert oldest_missing(m) == dict.fromkeys(CERTIFIED_ASSETS, f"{first} 00:00:00")  # the first partition
