@@ -139,15 +139,33 @@ def record_given_up(platform: Platform, instance: dg.DagsterInstance) -> list[st
 
 
 # The tags the daemon puts on the runs a schedule or sensor starts. Dagster's UI
-# reads them (its CreatedByTag: dagster/user, dagster/schedule_name,
+# reads the names (its CreatedByTag: dagster/user, dagster/schedule_name,
 # dagster/sensor_name, else "Manually launched"), so a tick's runs say which
-# automation started them, as the daemon's would.
+# automation started them, as the daemon's would; the run key and the
+# schedule's execution time say which evaluation, and TICK_TAG which
+# ``atlasmart tick`` (its logical time, as the ledger's automation_ticks row).
 SCHEDULE_NAME_TAG = "dagster/schedule_name"
 SENSOR_NAME_TAG = "dagster/sensor_name"
+SCHEDULED_EXECUTION_TIME_TAG = "dagster/scheduled_execution_time"
+RUN_KEY_TAG = "dagster/run_key"
+TICK_TAG = "atlasmart/tick"
+
+
+def schedule_origin(when: datetime, tick_at: str) -> dict[str, str]:
+    """The tags of a run the schedule's morning ``when`` started in the tick at ``tick_at``."""
+    return {SCHEDULE_NAME_TAG: daily_sales_schedule.name, SCHEDULED_EXECUTION_TIME_TAG: when.isoformat(),
+            TICK_TAG: tick_at}
+
+
+def sensor_origin(tick_at: str) -> dict[str, str]:
+    """The tags of a run the landing manifest sensor asked for in the tick at ``tick_at``."""
+    return {SENSOR_NAME_TAG: landing_manifest_sensor.name, TICK_TAG: tick_at}
 
 
 def _run(defs, instance, platform, request: dg.RunRequest, log_level, origin: dict[str, str]) -> RunOutcome:
     tags = {k: v for k, v in request.tags.items() if not k.startswith("dagster/")}
+    if request.run_key:
+        tags[RUN_KEY_TAG] = request.run_key
     return run_chain(defs, instance, platform, [request.partition_key], lane=tags[LANE_TAG],
                      tags={**tags, **origin}, log_level=log_level)
 
@@ -166,14 +184,12 @@ def tick(defs: dg.Definitions, instance: dg.DagsterInstance, platform: Platform,
         if isinstance(request, dg.SkipReason):  # the day's batch was loaded already
             report.skipped.append(f"schedule {format_ts(when)}: {request.skip_message}")
             continue
-        outcomes.append(_run(defs, instance, platform, request, log_level,
-                             {SCHEDULE_NAME_TAG: daily_sales_schedule.name}))
+        outcomes.append(_run(defs, instance, platform, request, log_level, schedule_origin(when, report.at)))
         report.scheduled.append(request.partition_key)
     requests, skipped = plan_manifest_runs(platform, instance)
     report.skipped += skipped
     for request in requests:
-        outcomes.append(_run(defs, instance, platform, request, log_level,
-                             {SENSOR_NAME_TAG: landing_manifest_sensor.name}))
+        outcomes.append(_run(defs, instance, platform, request, log_level, sensor_origin(report.at)))
         report.sensor.append(request.partition_key)
     report.runs = [
         {"run_id": o.run_id, "partitions": o.partitions, "lane": o.lane, "success": o.success,
