@@ -8,7 +8,7 @@ from atlasmart_dagster.ops.gameday import (
     TICK_TAG,
     tick,
 )
-from atlasmart_dagster_tests.conftest import Env
+from atlasmart_dagster_tests.environment import Env
 
 
 def test_tick_runs_name_the_schedule_or_sensor_that_started_them_and_the_tick(tmp_path):
