@@ -35,6 +35,7 @@ PRIVATE_ADAPTERS = {
     "ops.dagster_backfill_adapter": "dagster",
     "store.dagster_sqlite_adapter": "dagster",
     "defs.dagster_interrupts_adapter": "dagster",
+    "defs.dagster_run_event_adapter": "dagster",
 }
 WATCHED_LIBRARIES = ("dagster", "pyiceberg", "argparse")
 
