@@ -23,7 +23,7 @@ import dagster as dg
 from ..defs.automation.load_retries import given_up_loads
 from ..defs.automation.schedules import daily_sales_schedule, scheduled_load
 from ..defs.automation.sensors import landing_manifest_sensor, plan_manifest_runs
-from ..defs.partitions import FIRST_SALES_DATE, daily_partitions
+from ..defs.partitions import FIRST_SALES_DATE, LAST_SALES_DATE, daily_partitions, partitions_span
 from ..product.lanes import LANE_TAG
 from ..product.slo import SCHEDULE_HOUR  # the hour of daily_sales_schedule's cron (UTC)
 from ..store.clock import UTC, format_ts, parse_ts
@@ -93,14 +93,14 @@ def schedule_times(previous: datetime | None, now: datetime) -> Mornings:
     first = max(1, start[0] + (1 if start[1] >= morning else 0))  # the first 08:00 strictly after ``start``
     last = now.date().toordinal() - (0 if now.time() >= morning else 1)  # the last 08:00 at or before now
     low = date.fromisoformat(FIRST_SALES_DATE).toordinal() + 1  # the morning of the day after the first partition
-    newest = daily_partitions.get_last_partition_key()  # by the system clock
+    newest = daily_partitions.get_last_partition_key()  # by the system clock, or $ATLASMART_LAST_SALES_DATE
     high = date.fromisoformat(newest).toordinal() + 1 if newest else low - 1
     skipped = []
     if first <= min(last, low - 1):
         skipped.append(_skipped_mornings(first, min(last, low - 1),
                                          f"they load days before the first partition {FIRST_SALES_DATE}"))
     if max(first, high + 1) <= last:
-        why = f"their days are not partitions yet (the newest is {newest}, by the system clock)"
+        why = f"their days are not partitions{'' if LAST_SALES_DATE else ' yet'} (partitions are {partitions_span()})"
         skipped.append(_skipped_mornings(max(first, high + 1), last, why))
     days = range(max(first, low), min(last, high) + 1)
     in_range = [datetime.combine(date.fromordinal(d), morning, UTC) for d in days]

@@ -152,10 +152,10 @@ def sync_served_partitions(
         for day in days:
             version = served[day]
             if not daily_partitions.has_partition_key(day):
-                continue  # older than the partitions the code location defines
+                continue  # outside the partitions the code location defines (older, or after the last)
             if reported.get(day) != str(version.certification.id):
-                materialization = dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version))
-                report_served(instance, materialization, version.certification.run_id, runs)
+                event = dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version))
+                report_served(instance, event, version.certification.run_id, runs)
                 changed.setdefault(asset, []).append(f"+{day}")
     return changed
 
@@ -164,7 +164,7 @@ def report_served(
     instance: dg.DagsterInstance, materialization: dg.AssetMaterialization, run_id: str | None,
     runs: dict[str, dg.DagsterRun | None],
 ) -> None:
-    """Record a served day's materialization in the run that built it, or runless when this instance has no such run.
+    """Record a served day's materialization in the run that built it, or runless when this instance has none.
 
     ``runs`` caches the runs looked up (None: not in this instance) across one sync.
     """
