@@ -35,7 +35,6 @@ PRIVATE_ADAPTERS = {
     "ops.dagster_backfill_adapter": "dagster",
     "store.dagster_sqlite_adapter": "dagster",
     "defs.dagster_interrupts_adapter": "dagster",
-    "defs.dagster_run_event_adapter": "dagster",
 }
 WATCHED_LIBRARIES = ("dagster", "pyiceberg", "argparse")
 

@@ -10,11 +10,7 @@ is kept equal to the ledger's served state:
   ``RESTATEMENT_PENDING`` / ``RESTATEMENT_HELD`` while still serving vN) is
   **materialized**, with the served version, fingerprint, snapshot, when it was
   certified and by which run as the materialization's metadata; a new
-  materialization is reported only when the served certification changes. It
-  is recorded in the run that built the served version, when that run is in
-  this instance (``dagster_run_event_adapter.py``), so the day's page names
-  that run and its job instead of "Run None"; otherwise (a migrated or
-  restored home, a run on an ephemeral instance) it is runless;
+  materialization is reported only when the served certification changes;
 * a day with nothing served (never certified, delayed, withdrawn with no
   earlier version) is **missing**: when certification is withdrawn its
   materializations are wiped (see ``sync_served_partitions``).
@@ -36,7 +32,6 @@ import dagster as dg
 from ...store.ledger.partition_states import ServedVersion
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from ..dagster_run_event_adapter import report_materialization_in_run
 from ..partitions import daily_partitions
 
 SERVED_PREFIX = "served_"
@@ -133,7 +128,6 @@ def sync_served_partitions(
     changed: dict[str, list[str]] = {}
     if instance is None:
         return changed
-    runs: dict[str, dg.DagsterRun | None] = {}
     states = platform.ledger.partitions.states(None, CERTIFIED_ASSETS)  # one read for every product
     for product in CERTIFIED_ASSETS:
         asset = served_asset(product)
@@ -154,24 +148,8 @@ def sync_served_partitions(
             if not daily_partitions.has_partition_key(day):
                 continue  # outside the partitions the code location defines (older, or after the last)
             if reported.get(day) != str(version.certification.id):
-                event = dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version))
-                report_served(instance, event, version.certification.run_id, runs)
+                instance.report_runless_asset_event(
+                    dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version))
+                )
                 changed.setdefault(asset, []).append(f"+{day}")
     return changed
-
-
-def report_served(
-    instance: dg.DagsterInstance, materialization: dg.AssetMaterialization, run_id: str | None,
-    runs: dict[str, dg.DagsterRun | None],
-) -> None:
-    """Record a served day's materialization in the run that built it, or runless when this instance has none.
-
-    ``runs`` caches the runs looked up (None: not in this instance) across one sync.
-    """
-    if run_id and run_id not in runs:
-        runs[run_id] = instance.get_run_by_id(run_id)
-    run = runs.get(run_id) if run_id else None
-    if run is None:
-        instance.report_runless_asset_event(materialization)
-    else:
-        report_materialization_in_run(instance, run, materialization)
