@@ -32,7 +32,7 @@ from atlasmart_dagster_tests.environment import Env
 from atlasmart_dagster_tests.team_database import scratch_database
 
 TEAM_ENV = ("ATLASMART_DATABASE_URL", "ATLASMART_WAREHOUSE")
-PACKAGE = Path(__file__).resolve().parents[2] / "atlasmart_dagster"
+PACKAGE = Path(__file__).resolve().parents[3] / "atlasmart_dagster"
 
 
 def run(env: Env, *args: str) -> tuple[int, str, str]:

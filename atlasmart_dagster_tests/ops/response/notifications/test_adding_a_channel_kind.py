@@ -31,7 +31,7 @@ from .receivers import HttpReceiver
 
 DAY = "2026-09-20"
 TOKEN = "rec-t0ken-s3cret"
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "notifications.md"
+DOCS = Path(__file__).resolve().parents[4] / "docs" / "notifications.md"
 
 
 # -- step 1: the kind's module: its settings, and one object implementing ChannelKind ----------
