@@ -2,9 +2,10 @@
 
 The README is the front door (at most 300 lines) and the depth lives in
 ``docs/``. These tests hold the two parts a reader relies on most to the code
-as it is: the settings table of ``docs/deploying.md`` against every
-``ATLASMART_*`` variable the project reads, and the README's command table
-against ``atlasmart``'s real argument parser. Every relative link of the
+as it is: the settings table of ``docs/deploying.md`` against the settings
+``atlasmart_dagster/settings.py`` declares (every ``ATLASMART_*`` variable
+the project reads: ``test_settings.py`` holds the code to that), and the
+README's command table against ``atlasmart``'s real argument parser. Every relative link of the
 README and the docs must reach a file (and a heading, when it names one).
 
 Each check is a function of the document's text, so a second test feeds it
@@ -19,6 +20,7 @@ import re
 from functools import cache
 from pathlib import Path
 
+from atlasmart_dagster import settings
 from atlasmart_dagster.cli import main as cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,25 +31,10 @@ SETTINGS_HEADING = "## Settings"
 COMMANDS_HEADING = "## Command line"
 README_MAX_LINES = 300
 
-VARIABLE = re.compile(r"\bATLASMART_[A-Z0-9_]+\b")
-
-
-def _sources() -> list[Path]:
-    """Every file the project reads a variable in: the package (its Python, the instance
-    configs, the dbt peer's profile and macros), ``scripts/dev`` and the tests' own helpers.
-
-    This module is left out: its failure cases name variables nothing reads.
-    """
-    package = REPO / "atlasmart_dagster"
-    files = [p for ext in ("py", "yaml", "yml", "sql") for p in package.rglob(f"*.{ext}")]
-    files += [REPO / "scripts" / "dev"]
-    files += [p for p in (REPO / "atlasmart_dagster_tests").rglob("*.py") if p != Path(__file__).resolve()]
-    return files
-
-
 @cache
-def variables_read() -> frozenset[str]:
-    return frozenset(name for path in _sources() for name in VARIABLE.findall(path.read_text()))
+def variables_declared(settings_class: type[settings.Settings] = settings.Settings) -> frozenset[str]:
+    """The variables ``atlasmart_dagster/settings.py`` declares (``test_settings.py`` holds the code to them)."""
+    return frozenset(s.name for s in settings.registry(settings_class))
 
 
 def _cells(line: str) -> list[str]:
@@ -81,11 +68,11 @@ def settings_rows(page: str) -> list[str]:
     return names
 
 
-def settings_problems(page: str, read: frozenset[str]) -> tuple[list[str], list[str], list[str]]:
-    """(variables read but not in the table, rows naming a variable nothing reads, rows repeated)."""
+def settings_problems(page: str, declared: frozenset[str]) -> tuple[list[str], list[str], list[str]]:
+    """(settings declared but not in the table, rows naming a variable no setting declares, rows repeated)."""
     rows = settings_rows(page)
     repeated = sorted({name for name in rows if rows.count(name) > 1})
-    return sorted(read - set(rows)), sorted(set(rows) - read), repeated
+    return sorted(declared - set(rows)), sorted(set(rows) - declared), repeated
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser | None]:
@@ -181,10 +168,10 @@ def _pages() -> list[Path]:
 # --- the documents as they are ------------------------------------------------------------------
 
 
-def test_every_variable_the_project_reads_has_one_row_in_the_settings_table_and_every_row_is_read():
-    missing, stale, repeated = settings_problems(SETTINGS_PAGE.read_text(), variables_read())
-    assert not missing, f"read by the code, missing from the settings table of docs/deploying.md: {missing}"
-    assert not stale, f"rows of docs/deploying.md's settings table that nothing reads: {stale}"
+def test_every_setting_has_one_row_in_the_settings_table_and_every_row_is_a_setting():
+    missing, stale, repeated = settings_problems(SETTINGS_PAGE.read_text(), variables_declared())
+    assert not missing, f"declared in settings.py, missing from the settings table of docs/deploying.md: {missing}"
+    assert not stale, f"rows of docs/deploying.md's settings table that settings.py does not declare: {stale}"
     assert not repeated, f"settings table rows given twice: {repeated}"
 
 
@@ -211,9 +198,32 @@ def test_the_settings_check_sees_a_row_taken_out_a_stale_row_and_a_repeated_one(
     page = SETTINGS_PAGE.read_text()
     row = next(line for line in page.splitlines() if line.startswith("| `ATLASMART_QUEUE_TIMEOUT` |"))
     stale = "| `ATLASMART_NOT_READ_ANYWHERE` | - | nothing | nowhere |"
-    assert settings_problems(page.replace(row + "\n", ""), variables_read())[0] == ["ATLASMART_QUEUE_TIMEOUT"]
-    assert settings_problems(page.replace(row, f"{row}\n{stale}"), variables_read())[1] == ["ATLASMART_NOT_READ_ANYWHERE"]
-    assert settings_problems(page.replace(row, f"{row}\n{row}"), variables_read())[2] == ["ATLASMART_QUEUE_TIMEOUT"]
+    assert settings_problems(page.replace(row + "\n", ""), variables_declared())[0] == ["ATLASMART_QUEUE_TIMEOUT"]
+    assert settings_problems(page.replace(row, f"{row}\n{stale}"), variables_declared())[1] == ["ATLASMART_NOT_READ_ANYWHERE"]
+    assert settings_problems(page.replace(row, f"{row}\n{row}"), variables_declared())[2] == ["ATLASMART_QUEUE_TIMEOUT"]
+
+
+def test_adding_a_setting_as_the_docs_say_takes_its_declaration_and_its_row():
+    """The steps of "Adding a setting" (docs/deploying.md), followed once on a copy of the registry."""
+    def keep_days(text: str) -> int:
+        if not text.isdigit():
+            raise settings.SettingError(f"$ATLASMART_EXAMPLE_KEEP_DAYS must be a whole number of days, not {text!r}")
+        return int(text)
+
+    class WithExample(settings.Settings):  # step 1: the declaration
+        example_keep_days = settings.Setting("ATLASMART_EXAMPLE_KEEP_DAYS", keep_days, 7, "days an example is kept")
+
+    declared = variables_declared(WithExample)
+    page = SETTINGS_PAGE.read_text()
+    assert settings_problems(page, declared) == (["ATLASMART_EXAMPLE_KEEP_DAYS"], [], []), "the check demands its row"
+    row = next(line for line in page.splitlines() if line.startswith("| `ATLASMART_QUEUE_TIMEOUT` |"))
+    added = "| `ATLASMART_EXAMPLE_KEEP_DAYS` | `7` | days an example is kept, a whole number | nowhere: this test |"
+    assert settings_problems(page.replace(row, f"{row}\n{added}"), declared) == ([], [], []), "step 3: its row"
+    # step 2: read where it is used, from the environment given
+    assert WithExample.from_environ({"ATLASMART_EXAMPLE_KEEP_DAYS": "3"}).example_keep_days == 3
+    assert WithExample.from_environ({}).example_keep_days == 7
+    assert "whole number of days, not 'soon'" in WithExample.example_keep_days.problem(
+        {"ATLASMART_EXAMPLE_KEEP_DAYS": "soon"})
 
 
 def test_the_command_check_sees_a_command_taken_out_and_commands_that_do_not_exist():
