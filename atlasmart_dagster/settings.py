@@ -33,10 +33,11 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from types import MappingProxyType
-from typing import Any, Callable, Generic, Mapping, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 PREFIX = "ATLASMART_"
 T = TypeVar("T")
@@ -87,10 +88,10 @@ class Setting(Generic[T]):
         return None
 
     @overload
-    def __get__(self, settings: None, owner: type | None = None) -> "Setting[T]": ...
+    def __get__(self, settings: None, owner: type | None = None) -> Setting[T]: ...
 
     @overload
-    def __get__(self, settings: "Settings", owner: type | None = None) -> T: ...
+    def __get__(self, settings: Settings, owner: type | None = None) -> T: ...
 
     def __get__(self, settings, owner=None):
         return self if settings is None else self.read(settings.environ)
@@ -249,7 +250,7 @@ class Settings:
     environ: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> "Settings":
+    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
         """The settings of ``environ`` (``os.environ``, a subprocess's env, a test's dict), copied: later changes
         to ``environ`` do not change them."""
         return cls(MappingProxyType({k: v for k, v in environ.items() if k.startswith(PREFIX)}))

@@ -69,8 +69,7 @@ def test_each_setting_is_named_after_its_variable_and_says_what_it_does():
 # shrink: a new reader reads ``settings.current()``. The benchmark's runner saves and restores the first
 # partition's variable around a child process it starts (a write, with the read that undoes it).
 ENVIRON_READERS = {
-    "bench.runner", "bench.peer_definitions", "bench.user_paths", "cli.main", "definitions", "defs.first_sales_date",
-    "defs.partitions", "defs.retries", "ops.recovery.migration", "ops.response.notifications.channel_config",
+    "bench.runner", "bench.peer_definitions", "bench.user_paths", "definitions", "ops.recovery.migration", "ops.response.notifications.channel_config",
     "ops.runs.celery_worker", "ops.runs.queue", "store.clock", "store.home", "store.object_store",
 }
 
@@ -109,9 +108,9 @@ def environ_reads(source: str, imported: dict[str, str] | None = None) -> list[t
         asked = None
         if isinstance(node, ast.Call) and node.args:
             func = node.func
-            if isinstance(func, ast.Attribute) and func.attr == "get" and _is_environ(func.value):
-                asked = variable(node.args[0])
-            elif isinstance(func, ast.Attribute) and func.attr == "getenv" and getattr(func.value, "id", None) == "os":
+            environ_get = isinstance(func, ast.Attribute) and func.attr == "get" and _is_environ(func.value)
+            getenv = isinstance(func, ast.Attribute) and func.attr == "getenv" and getattr(func.value, "id", None) == "os"
+            if environ_get or getenv:
                 asked = variable(node.args[0])
         elif isinstance(node, ast.Subscript) and _is_environ(node.value) and isinstance(node.ctx, ast.Load):
             asked = variable(node.slice)
@@ -207,8 +206,9 @@ def test_unset_empty_or_blank_is_the_default(text):
 def test_a_bad_value_is_a_usage_error_naming_the_variable_and_only_where_it_is_read():
     taken = Settings.from_environ({"ATLASMART_BACKFILL_RUN_DAYS": "0", "ATLASMART_HOME": "/h"})
     assert taken.home == "/h"  # another setting's bad value stops nothing that does not read it
-    with pytest.raises(UsageError, match=r"^\$ATLASMART_BACKFILL_RUN_DAYS must be a whole number of days \(>= 1\), not '0'$"):
-        taken.backfill_run_days
+    refused = r"^\$ATLASMART_BACKFILL_RUN_DAYS must be a whole number of days \(>= 1\), not '0'$"
+    with pytest.raises(UsageError, match=refused):
+        _ = taken.backfill_run_days
     assert taken.problems() == {"ATLASMART_BACKFILL_RUN_DAYS": Settings.backfill_run_days.problem(taken.environ)}
     assert Settings.from_environ({}).problems() == {}
 

@@ -36,7 +36,7 @@ import traceback
 from contextlib import contextmanager
 from typing import Iterator
 
-from ..defs.first_sales_date import FIRST_SALES_DATE_ENV, first_sales_date_problem
+from ..settings import Settings
 from .context import CliContext
 from .output import visible
 
@@ -248,7 +248,7 @@ def _interrupted(args: argparse.Namespace | None) -> int:
 def _check_settings() -> None:
     """A setting every command depends on is checked before any command is parsed (parsing one loads the
     partitions, which are built from ``$ATLASMART_FIRST_SALES_DATE``): a bad value is a usage error (exit 2)."""
-    problem = first_sales_date_problem(os.environ.get(FIRST_SALES_DATE_ENV))
+    problem = Settings.first_sales_date.problem(os.environ)
     if problem:
         from ..errors import UsageError  # local: cold start
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
+from ..settings import Settings, current
 from .first_sales_date import first_sales_date
 
 # The product's history starts on 2026-09-17. A deployment that migrates older
@@ -21,16 +20,12 @@ daily_partitions = dg.DailyPartitionsDefinition(start_date=FIRST_SALES_DATE, tim
 # deployment with workers sets ATLASMART_BACKFILL_RUN_DAYS=N: the daemon then
 # splits a range into runs of N days that the run queue can start side by side
 # (up to the backfill lane's limit) and whose steps spread over the workers.
-BACKFILL_RUN_DAYS_ENV = "ATLASMART_BACKFILL_RUN_DAYS"
+BACKFILL_RUN_DAYS_ENV = Settings.backfill_run_days.name
 
 
 def backfill_policy() -> dg.BackfillPolicy:
-    days = os.environ.get(BACKFILL_RUN_DAYS_ENV)
-    if not days:
-        return dg.BackfillPolicy.single_run()
-    if not days.isdigit() or int(days) < 1:
-        raise ValueError(f"${BACKFILL_RUN_DAYS_ENV} must be a whole number of days (>= 1), not {days!r}")
-    return dg.BackfillPolicy.multi_run(int(days))
+    days = current().backfill_run_days  # not a whole number >= 1: UsageError
+    return dg.BackfillPolicy.single_run() if days is None else dg.BackfillPolicy.multi_run(days)
 
 
 BACKFILL_POLICY = backfill_policy()
