@@ -47,19 +47,43 @@ def _named() -> dict[str, set[str]]:
     return found
 
 
+def _attributes(settings_class: type[Settings] = Settings) -> dict[str, settings.Setting]:
+    return {attr: value for klass in reversed(settings_class.__mro__) for attr, value in vars(klass).items()
+            if isinstance(value, settings.Setting)}
+
+
+def naming_problems(named: dict[str, set[str]], code: str,
+                    settings_class: type[Settings] = Settings) -> tuple[dict[str, list[str]], list[str]]:
+    """(variables named in the project that no setting declares, with where; settings neither named nor read).
+
+    A setting the package reads through settings.py may be named only by its attribute
+    (``current().celery_queue``): a ``.attr`` in ``code`` counts as its use."""
+    declared = {s.name for s in settings.registry(settings_class)}
+    undeclared = {name: sorted(files) for name, files in named.items() if name not in declared}
+    read = {s.name for attr, s in _attributes(settings_class).items() if re.search(rf"\.{attr}\b", code)}
+    return undeclared, sorted(declared - set(named) - read)
+
+
 def test_every_variable_the_project_names_is_declared_and_every_declared_one_is_used():
-    named = _named()
-    undeclared = {name: sorted(files) for name, files in named.items() if name not in settings.BY_NAME}
+    code = "\n".join(p.read_text() for p in _sources() if p.suffix == ".py")
+    undeclared, unused = naming_problems(_named(), code)
     assert not undeclared, f"declare them in atlasmart_dagster/settings.py (docs/deploying.md, 'Adding a setting'): {undeclared}"
-    unused = sorted(set(settings.BY_NAME) - set(named))
-    assert not unused, f"declared in settings.py, named nowhere in the project: {unused}"
+    assert not unused, f"declared in settings.py, named and read nowhere in the project: {unused}"
+
+
+def test_the_naming_check_sees_an_undeclared_variable_and_an_unused_setting():
+    class WithUnused(Settings):
+        never_read = settings.Setting("ATLASMART_NEVER_READ", str, None, "read by nothing")
+
+    named = {s.name: {"somewhere.py"} for s in settings.SETTINGS} | {"ATLASMART_NOT_DECLARED": {"x.py"}}
+    assert naming_problems(named, "", WithUnused) == ({"ATLASMART_NOT_DECLARED": ["x.py"]}, ["ATLASMART_NEVER_READ"])
+    assert naming_problems(named, "current().never_read", WithUnused)[1] == []
 
 
 def test_each_setting_is_named_after_its_variable_and_says_what_it_does():
-    for attr, value in vars(Settings).items():
-        if isinstance(value, settings.Setting):
-            assert attr == value.name.removeprefix(settings.PREFIX).lower(), f"{value.name} as Settings.{attr}"
-            assert value.doc and "\n" not in value.doc, f"{value.name}: one line of what it does"
+    for attr, value in _attributes().items():
+        assert attr == value.name.removeprefix(settings.PREFIX).lower(), f"{value.name} as Settings.{attr}"
+        assert value.doc and "\n" not in value.doc, f"{value.name}: one line of what it does"
     assert len(settings.BY_NAME) == len(settings.SETTINGS), "a variable declared twice"
 
 
@@ -69,8 +93,8 @@ def test_each_setting_is_named_after_its_variable_and_says_what_it_does():
 # shrink: a new reader reads ``settings.current()``. The benchmark's runner saves and restores the first
 # partition's variable around a child process it starts (a write, with the read that undoes it).
 ENVIRON_READERS = {
-    "bench.runner", "bench.peer_definitions", "bench.user_paths", "definitions", "ops.recovery.migration", "ops.response.notifications.channel_config",
-    "ops.runs.celery_worker", "ops.runs.queue", "store.clock", "store.home", "store.object_store",
+    "bench.runner", "bench.peer_definitions", "bench.user_paths", "ops.recovery.migration", "ops.response.notifications.channel_config",
+    "store.clock", "store.home", "store.object_store",
 }
 
 
