@@ -92,9 +92,7 @@ def test_each_setting_is_named_after_its_variable_and_says_what_it_does():
 # Modules that still read an ``ATLASMART_*`` variable from ``os.environ`` themselves. The list may only
 # shrink: a new reader reads ``settings.current()``. The benchmark's runner saves and restores the first
 # partition's variable around a child process it starts (a write, with the read that undoes it).
-ENVIRON_READERS = {
-    "bench.runner", "bench.peer_definitions", "bench.user_paths",
-}
+ENVIRON_READERS = {"bench.runner"}
 
 
 def _constants(tree: ast.Module) -> dict[str, str]:
