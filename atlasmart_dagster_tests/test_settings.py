@@ -95,14 +95,24 @@ def test_each_setting_is_named_after_its_variable_and_says_what_it_does():
 ENVIRON_READERS = {"bench.runner"}
 
 
+def _constant_value(node: ast.AST) -> str | None:
+    """The variable a constant's value names: ``"ATLASMART_..."``, or ``Settings.attr.name``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(settings.PREFIX):
+        return node.value
+    if (isinstance(node, ast.Attribute) and node.attr == "name" and isinstance(node.value, ast.Attribute)
+            and getattr(node.value.value, "id", None) == "Settings"):
+        setting = vars(Settings).get(node.value.attr)
+        return setting.name if isinstance(setting, settings.Setting) else None
+    return None
+
+
 def _constants(tree: ast.Module) -> dict[str, str]:
-    """The module's ``NAME = "ATLASMART_..."`` constants (``QUEUE_ENV = "ATLASMART_CELERY_QUEUE"``)."""
+    """The module's constants naming a variable (``QUEUE_ENV = "ATLASMART_CELERY_QUEUE"``,
+    ``HOME_ENV = Settings.home.name``)."""
     found = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            for target in node.targets:
-                if isinstance(target, ast.Name) and node.value.value.startswith(settings.PREFIX):
-                    found[target.id] = node.value.value
+        if isinstance(node, ast.Assign) and (value := _constant_value(node.value)):
+            found.update({target.id: value for target in node.targets if isinstance(target, ast.Name)})
     return found
 
 
@@ -189,12 +199,14 @@ QUEUE_ENV = "ATLASMART_CELERY_QUEUE"
 a = os.environ.get("ATLASMART_HOME")
 b = os.environ[QUEUE_ENV]
 c = os.getenv(HOME_ENV, "x")
+WAREHOUSE_ENV = Settings.warehouse.name
+e = os.environ.get(WAREHOUSE_ENV) or None
 os.environ["ATLASMART_HOME"] = "h"
 os.environ.setdefault("ATLASMART_CLOCK", "system")
 d = os.environ.get("DAGSTER_HOME")
 '''
     assert environ_reads(source, {"HOME_ENV": "ATLASMART_HOME"}) == [
-        (4, "ATLASMART_HOME"), (5, "ATLASMART_CELERY_QUEUE"), (6, "ATLASMART_HOME")]
+        (4, "ATLASMART_HOME"), (5, "ATLASMART_CELERY_QUEUE"), (6, "ATLASMART_HOME"), (8, "ATLASMART_WAREHOUSE")]
 
 
 # --- how a Settings reads -------------------------------------------------------------------------
