@@ -52,6 +52,7 @@ from .defs.checks.open_incidents import build_open_incidents_checks
 from .defs.resources import AtlasmartResource
 from .ops.response.incident_tick import incident_tick
 from .ops.response.incidents.ui_reporting import evaluate_open_incidents
+from .settings import Settings, current
 
 # The two definitions whose work is incident response's: defs/ defines them, ops/ hands in the work.
 incident_sensor = build_incident_sensor(incident_tick)
@@ -66,11 +67,11 @@ ASSET_CHECKS = [
 ]
 
 
-EXECUTOR_ENV = "ATLASMART_EXECUTOR"
-BROKER_ENV = "ATLASMART_CELERY_BROKER"
+EXECUTOR_ENV = Settings.executor.name
+BROKER_ENV = Settings.celery_broker.name  # read by dagster-celery itself, from the environment only
 # The broker queue the steps go to (workers take it with `-q`): one per
 # deployment, so two deployments sharing a broker never run each other's steps.
-QUEUE_ENV = "ATLASMART_CELERY_QUEUE"
+QUEUE_ENV = Settings.celery_queue.name
 
 
 # A step is acknowledged when it has finished, not when a worker takes it, and
@@ -84,11 +85,9 @@ CELERY_DELIVERY = {"task_acks_late": True, "task_reject_on_worker_lost": True, "
 
 def chosen_executor() -> dg.ExecutorDefinition:
     """In-process (the default), or dagster-celery's executor when ``ATLASMART_EXECUTOR=celery``."""
-    choice = os.environ.get(EXECUTOR_ENV, "in_process")
-    if choice == "in_process":
+    chosen = current()
+    if chosen.executor == "in_process":  # neither in_process nor celery: UsageError
         return dg.in_process_executor
-    if choice != "celery":
-        raise ValueError(f"${EXECUTOR_ENV} must be 'in_process' or 'celery', not {choice!r}")
     # Imported only here: dagster-celery comes with the `team` extra.
     from dagster_celery import celery_executor
 
@@ -98,7 +97,7 @@ def chosen_executor() -> dg.ExecutorDefinition:
             "broker": {"env": BROKER_ENV},
             "backend": "rpc://",
             "include": ["atlasmart_dagster.definitions"],
-            "config_source": {**CELERY_DELIVERY, "task_default_queue": os.environ.get(QUEUE_ENV, "dagster")},
+            "config_source": {**CELERY_DELIVERY, "task_default_queue": chosen.celery_queue},
         },
         name="celery",
     )

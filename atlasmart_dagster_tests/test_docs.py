@@ -2,9 +2,10 @@
 
 The README is the front door (at most 300 lines) and the depth lives in
 ``docs/``. These tests hold the two parts a reader relies on most to the code
-as it is: the settings table of ``docs/deploying.md`` against every
-``ATLASMART_*`` variable the project reads, and the README's command table
-against ``atlasmart``'s real argument parser. Every relative link of the
+as it is: the settings table of ``docs/deploying.md`` against the settings
+``atlasmart_dagster/settings.py`` declares (every ``ATLASMART_*`` variable
+the project reads: ``test_settings.py`` holds the code to that), and the
+README's command table against ``atlasmart``'s real argument parser. Every relative link of the
 README and the docs must reach a file (and a heading, when it names one).
 
 Each check is a function of the document's text, so a second test feeds it
@@ -19,7 +20,11 @@ import re
 from functools import cache
 from pathlib import Path
 
+import pytest
+
+from atlasmart_dagster import settings
 from atlasmart_dagster.cli import main as cli
+from atlasmart_dagster.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -29,25 +34,10 @@ SETTINGS_HEADING = "## Settings"
 COMMANDS_HEADING = "## Command line"
 README_MAX_LINES = 300
 
-VARIABLE = re.compile(r"\bATLASMART_[A-Z0-9_]+\b")
-
-
-def _sources() -> list[Path]:
-    """Every file the project reads a variable in: the package (its Python, the instance
-    configs, the dbt peer's profile and macros), ``scripts/dev`` and the tests' own helpers.
-
-    This module is left out: its failure cases name variables nothing reads.
-    """
-    package = REPO / "atlasmart_dagster"
-    files = [p for ext in ("py", "yaml", "yml", "sql") for p in package.rglob(f"*.{ext}")]
-    files += [REPO / "scripts" / "dev"]
-    files += [p for p in (REPO / "atlasmart_dagster_tests").rglob("*.py") if p != Path(__file__).resolve()]
-    return files
-
-
 @cache
-def variables_read() -> frozenset[str]:
-    return frozenset(name for path in _sources() for name in VARIABLE.findall(path.read_text()))
+def variables_declared(settings_class: type[settings.Settings] = settings.Settings) -> frozenset[str]:
+    """The variables ``atlasmart_dagster/settings.py`` declares (``test_settings.py`` holds the code to them)."""
+    return frozenset(s.name for s in settings.registry(settings_class))
 
 
 def _cells(line: str) -> list[str]:
@@ -81,11 +71,29 @@ def settings_rows(page: str) -> list[str]:
     return names
 
 
-def settings_problems(page: str, read: frozenset[str]) -> tuple[list[str], list[str], list[str]]:
-    """(variables read but not in the table, rows naming a variable nothing reads, rows repeated)."""
+def settings_problems(page: str, declared: frozenset[str]) -> tuple[list[str], list[str], list[str]]:
+    """(settings declared but not in the table, rows naming a variable no setting declares, rows repeated)."""
     rows = settings_rows(page)
     repeated = sorted({name for name in rows if rows.count(name) > 1})
-    return sorted(read - set(rows)), sorted(set(rows) - read), repeated
+    return sorted(declared - set(rows)), sorted(set(rows) - declared), repeated
+
+
+def _default_text(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def default_problems(page: str, settings_class: type[settings.Settings] = settings.Settings) -> list[str]:
+    """Rows whose default cell does not begin with their setting's default, in backticks. A setting that has
+    no value of its own when unset (None, or a flag) says in words what unset means, and is not compared."""
+    cells = {row[0].strip("`"): row[1] for row in table_after(page, SETTINGS_HEADING)}
+    wrong = []
+    for setting in settings.registry(settings_class):
+        if setting.default is None or isinstance(setting.default, bool) or setting.name not in cells:
+            continue
+        expected = f"`{_default_text(setting.default)}`"
+        if not cells[setting.name].startswith(expected):
+            wrong.append(f"{setting.name}: the table says {cells[setting.name]!r}, settings.py {expected}")
+    return wrong
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser | None]:
@@ -181,11 +189,12 @@ def _pages() -> list[Path]:
 # --- the documents as they are ------------------------------------------------------------------
 
 
-def test_every_variable_the_project_reads_has_one_row_in_the_settings_table_and_every_row_is_read():
-    missing, stale, repeated = settings_problems(SETTINGS_PAGE.read_text(), variables_read())
-    assert not missing, f"read by the code, missing from the settings table of docs/deploying.md: {missing}"
-    assert not stale, f"rows of docs/deploying.md's settings table that nothing reads: {stale}"
+def test_every_setting_has_one_row_in_the_settings_table_and_every_row_is_a_setting():
+    missing, stale, repeated = settings_problems(SETTINGS_PAGE.read_text(), variables_declared())
+    assert not missing, f"declared in settings.py, missing from the settings table of docs/deploying.md: {missing}"
+    assert not stale, f"rows of docs/deploying.md's settings table that settings.py does not declare: {stale}"
     assert not repeated, f"settings table rows given twice: {repeated}"
+    assert not default_problems(SETTINGS_PAGE.read_text()), "defaults of the settings table that settings.py does not have"
 
 
 def test_every_command_and_subcommand_is_in_the_readme_command_table_and_every_one_there_exists():
@@ -207,13 +216,40 @@ def test_the_readme_is_a_front_door_of_at_most_300_lines():
 # --- each check fails when it should ------------------------------------------------------------
 
 
-def test_the_settings_check_sees_a_row_taken_out_a_stale_row_and_a_repeated_one():
+def test_the_settings_check_sees_a_row_taken_out_a_stale_row_a_repeated_one_and_a_wrong_default():
     page = SETTINGS_PAGE.read_text()
     row = next(line for line in page.splitlines() if line.startswith("| `ATLASMART_QUEUE_TIMEOUT` |"))
     stale = "| `ATLASMART_NOT_READ_ANYWHERE` | - | nothing | nowhere |"
-    assert settings_problems(page.replace(row + "\n", ""), variables_read())[0] == ["ATLASMART_QUEUE_TIMEOUT"]
-    assert settings_problems(page.replace(row, f"{row}\n{stale}"), variables_read())[1] == ["ATLASMART_NOT_READ_ANYWHERE"]
-    assert settings_problems(page.replace(row, f"{row}\n{row}"), variables_read())[2] == ["ATLASMART_QUEUE_TIMEOUT"]
+    assert settings_problems(page.replace(row + "\n", ""), variables_declared())[0] == ["ATLASMART_QUEUE_TIMEOUT"]
+    assert settings_problems(page.replace(row, f"{row}\n{stale}"), variables_declared())[1] == ["ATLASMART_NOT_READ_ANYWHERE"]
+    assert settings_problems(page.replace(row, f"{row}\n{row}"), variables_declared())[2] == ["ATLASMART_QUEUE_TIMEOUT"]
+    changed = row.replace("| `3600` |", "| `600` |")
+    assert default_problems(page.replace(row, changed)) == [
+        "ATLASMART_QUEUE_TIMEOUT: the table says '`600`', settings.py `3600`"]
+
+
+def test_adding_a_setting_as_the_docs_say_takes_its_declaration_and_its_row():
+    """The steps of "Adding a setting" (docs/deploying.md), followed once on a copy of the registry."""
+    def keep_days(text: str) -> int:
+        if not text.isdigit():
+            raise settings.SettingError(f"$ATLASMART_EXAMPLE_KEEP_DAYS must be a whole number of days, not {text!r}")
+        return int(text)
+
+    class WithExample(settings.Settings):  # step 1: the declaration
+        example_keep_days = settings.Setting("ATLASMART_EXAMPLE_KEEP_DAYS", keep_days, 7, "days an example is kept")
+
+    declared = variables_declared(WithExample)
+    page = SETTINGS_PAGE.read_text()
+    assert settings_problems(page, declared) == (["ATLASMART_EXAMPLE_KEEP_DAYS"], [], []), "the check demands its row"
+    row = next(line for line in page.splitlines() if line.startswith("| `ATLASMART_QUEUE_TIMEOUT` |"))
+    added = "| `ATLASMART_EXAMPLE_KEEP_DAYS` | `7` | days an example is kept, a whole number | nowhere: this test |"
+    with_row = page.replace(row, f"{row}\n{added}")  # step 3: its row
+    assert settings_problems(with_row, declared) == ([], [], []) and default_problems(with_row, WithExample) == []
+    # step 2: read where it is used, from the environment given
+    assert WithExample.from_environ({"ATLASMART_EXAMPLE_KEEP_DAYS": "3"}).example_keep_days == 3
+    assert WithExample.from_environ({}).example_keep_days == 7
+    with pytest.raises(UsageError, match=r"^\$ATLASMART_EXAMPLE_KEEP_DAYS must be a whole number of days, not 'soon'$"):
+        _ = WithExample.from_environ({"ATLASMART_EXAMPLE_KEEP_DAYS": "soon"}).example_keep_days
 
 
 def test_the_command_check_sees_a_command_taken_out_and_commands_that_do_not_exist():

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "atlasmart_dagster"
 # Lower layers never import higher ones. A module belongs to the first layer
 # whose prefix matches its dotted path inside the package.
 LAYERS = (
-    ("errors",),
+    ("errors", "settings"),
     ("domain",),
     ("transforms",),
     ("store",),

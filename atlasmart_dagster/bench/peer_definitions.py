@@ -11,6 +11,7 @@ when it is loaded, so this is the one place the peer reads them at import.
 
 import os
 
+from ..settings import current
 from .peer import TARGET_ENV, build_peer_definitions
 
-defs = build_peer_definitions(os.environ[TARGET_ENV], os.environ.get("ATLASMART_FIRST_SALES_DATE", "2026-09-17"))
+defs = build_peer_definitions(os.environ[TARGET_ENV], current().first_sales_date)

@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from ..errors import UsageError
+from ..settings import Settings, current
 
-POSTGRES_ENV = "ATLASMART_BENCH_POSTGRES"  # the server the team scenarios create scratch databases on
-DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+POSTGRES_ENV = Settings.bench_postgres.name  # the server the team scenarios create scratch databases on
+DEFAULT_POSTGRES = Settings.bench_postgres.default
 _DAEMONS_NEEDED = ("BACKFILL", "QUEUED_RUN_COORDINATOR", "SENSOR")
 _BIN = Path(sys.executable).parent
 OURS_MODULE = "atlasmart_dagster"
@@ -90,7 +91,7 @@ def scratch_postgres(prefix: str) -> Iterator[str]:
         import psycopg2
     except ImportError as exc:  # the team extra
         raise UsageError("team scenarios need psycopg2: pip install 'atlasmart_dagster[team]'") from exc
-    server = os.environ.get(POSTGRES_ENV, DEFAULT_POSTGRES)
+    server = current().bench_postgres
     try:
         admin = psycopg2.connect(server, connect_timeout=5)
     except psycopg2.Error as exc:

@@ -36,8 +36,8 @@ import traceback
 from contextlib import contextmanager
 from typing import Iterator
 
-from ..defs.first_sales_date import DEFAULT_FIRST_SALES_DATE, FIRST_SALES_DATE_ENV, first_sales_date_problem
 from ..defs.last_sales_date import LAST_SALES_DATE_ENV, last_sales_date_problem
+from ..settings import DEFAULT_FIRST_SALES_DATE, Settings, current
 from .context import CliContext
 from .output import visible
 
@@ -250,9 +250,9 @@ def _check_settings() -> None:
     """The settings every command depends on are checked before any command is parsed (parsing one loads the
     partitions, which are built from ``$ATLASMART_FIRST_SALES_DATE`` and ``$ATLASMART_LAST_SALES_DATE``): a bad
     value is a usage error (exit 2)."""
-    first = os.environ.get(FIRST_SALES_DATE_ENV)
-    problem = first_sales_date_problem(first) or last_sales_date_problem(
-        os.environ.get(LAST_SALES_DATE_ENV), first or DEFAULT_FIRST_SALES_DATE)
+    environ = current().environ
+    first = (environ.get(Settings.first_sales_date.name) or "").strip() or DEFAULT_FIRST_SALES_DATE
+    problem = Settings.first_sales_date.problem(environ) or last_sales_date_problem(environ.get(LAST_SALES_DATE_ENV), first)
     if problem:
         from ..errors import UsageError  # local: cold start
 

@@ -17,11 +17,9 @@ process; the command line checks it before any command runs.
 
 from __future__ import annotations
 
-import os
+from ..settings import Settings, current, is_iso_day
 
-from .first_sales_date import is_iso_day
-
-LAST_SALES_DATE_ENV = "ATLASMART_LAST_SALES_DATE"
+LAST_SALES_DATE_ENV = Settings.last_sales_date.name
 # The bundled sample's last landed day (sample_data/landing); scripts/dev names it too, and a test checks both.
 SAMPLE_LAST_SALES_DATE = "2026-09-21"
 
@@ -41,7 +39,7 @@ def last_sales_date_problem(value: str | None, first: str) -> str | None:
 def last_sales_date(first: str) -> str | None:
     """The last daily partition, ``$ATLASMART_LAST_SALES_DATE``, or None (the system clock's yesterday); a bad value
     raises ValueError."""
-    value = os.environ.get(LAST_SALES_DATE_ENV)
+    value = current().environ.get(LAST_SALES_DATE_ENV)
     problem = last_sales_date_problem(value, first)
     if problem:
         raise ValueError(problem)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from datetime import date, timedelta
 
 import dagster as dg
 
+from ..settings import Settings, current
 from .first_sales_date import first_sales_date
 from .last_sales_date import LAST_SALES_DATE_ENV, last_sales_date
 
@@ -45,16 +45,12 @@ def partitions_span() -> str:
 # deployment with workers sets ATLASMART_BACKFILL_RUN_DAYS=N: the daemon then
 # splits a range into runs of N days that the run queue can start side by side
 # (up to the backfill lane's limit) and whose steps spread over the workers.
-BACKFILL_RUN_DAYS_ENV = "ATLASMART_BACKFILL_RUN_DAYS"
+BACKFILL_RUN_DAYS_ENV = Settings.backfill_run_days.name
 
 
 def backfill_policy() -> dg.BackfillPolicy:
-    days = os.environ.get(BACKFILL_RUN_DAYS_ENV)
-    if not days:
-        return dg.BackfillPolicy.single_run()
-    if not days.isdigit() or int(days) < 1:
-        raise ValueError(f"${BACKFILL_RUN_DAYS_ENV} must be a whole number of days (>= 1), not {days!r}")
-    return dg.BackfillPolicy.multi_run(int(days))
+    days = current().backfill_run_days  # not a whole number >= 1: UsageError
+    return dg.BackfillPolicy.single_run() if days is None else dg.BackfillPolicy.multi_run(days)
 
 
 BACKFILL_POLICY = backfill_policy()

@@ -17,33 +17,21 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
 import dagster as dg
 
-from ..errors import PermanentError, SourceNotReady, UsageError, is_transient
+from ..errors import PermanentError, SourceNotReady, is_transient
+from ..settings import Settings, current
 
-STORAGE_RETRY_WINDOW_ENV = "ATLASMART_STORAGE_RETRY_WINDOW"
-DEFAULT_STORAGE_RETRY_WINDOW = 60.0
+STORAGE_RETRY_WINDOW_ENV = Settings.storage_retry_window.name
 RETRY_BASE_DELAY = 1.0
-MAX_STORAGE_RETRY_WINDOW = 3600.0
 
 
 def storage_retry_window() -> float:
     """The seconds a step's retries must span, from ``$ATLASMART_STORAGE_RETRY_WINDOW`` (0 to 3600; 0: no retries)."""
-    text = os.environ.get(STORAGE_RETRY_WINDOW_ENV, "").strip()
-    if not text:
-        return DEFAULT_STORAGE_RETRY_WINDOW
-    try:
-        window = float(text)
-    except ValueError:
-        window = -1.0
-    if not 0 <= window <= MAX_STORAGE_RETRY_WINDOW:
-        raise UsageError(f"${STORAGE_RETRY_WINDOW_ENV} must be a number of seconds from 0 to "
-                         f"{MAX_STORAGE_RETRY_WINDOW:.0f}, not {text!r}")
-    return window
+    return current().storage_retry_window
 
 
 def storage_retry_policy(window: float | None = None) -> dg.RetryPolicy:

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Protocol
 
 from ..errors import UsageError
+from ..settings import current
 from .home import CLOCK_ENV
 from .locks import home_lock
 
@@ -259,7 +260,9 @@ def process_actor() -> str:
 def asked_clock(asked: str | None, asked_as: str = "--clock") -> tuple[str | None, str]:
     """The clock a process asks for (``asked``, else ``$ATLASMART_CLOCK``; None: it does not ask), and where."""
     source = asked_as if asked else f"${CLOCK_ENV}"
-    mode = (asked or os.environ.get(CLOCK_ENV) or "").strip().lower()
+    if not asked:
+        return current().clock, source  # neither system nor logical: UsageError
+    mode = asked.strip().lower()
     if not mode:
         return None, source
     if mode not in CLOCKS:

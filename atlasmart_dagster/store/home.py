@@ -40,13 +40,14 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ..errors import UsageError
+from ..settings import Settings, current
 from .object_store import ENDPOINT_ENV, S3Location, S3Store, is_object_store_url, s3_store
 
-HOME_ENV = "ATLASMART_HOME"
-LANDING_ENV = "ATLASMART_LANDING"
-DATABASE_URL_ENV = "ATLASMART_DATABASE_URL"
-WAREHOUSE_ENV = "ATLASMART_WAREHOUSE"
-CLOCK_ENV = "ATLASMART_CLOCK"
+HOME_ENV = Settings.home.name
+LANDING_ENV = Settings.landing.name
+DATABASE_URL_ENV = Settings.database_url.name
+WAREHOUSE_ENV = Settings.warehouse.name
+CLOCK_ENV = Settings.clock.name
 DEFAULT_HOME_DIRNAME = ".atlasmart"
 
 
@@ -61,7 +62,7 @@ def sample_landing_dir() -> Path:
 
 def resolve_landing(path: str | os.PathLike | None = None) -> Path:
     """Explicit path, else ``$ATLASMART_LANDING``, else the bundled sample."""
-    chosen = path or os.environ.get(LANDING_ENV)
+    chosen = path or current().landing
     return Path(chosen).resolve() if chosen else sample_landing_dir()
 
 
@@ -101,9 +102,10 @@ class AtlasmartHome:
         ``embedded``: a self-contained scratch home whatever the environment says
         (drills rehearse on one and must never write into a team's shared state).
         """
-        chosen = path or os.environ.get(HOME_ENV) or Path.cwd() / DEFAULT_HOME_DIRNAME
-        database_url = os.environ.get(DATABASE_URL_ENV) or None
-        warehouse = os.environ.get(WAREHOUSE_ENV) or None
+        settings = current()  # the URL's form and the pair are checked here: they decide between the modes
+        chosen = path or settings.home or Path.cwd() / DEFAULT_HOME_DIRNAME
+        database_url = settings.database_url
+        warehouse = settings.warehouse
         if embedded or (database_url is None and warehouse is None):
             return cls(Path(chosen).resolve())
         if database_url is None or warehouse is None:
@@ -124,7 +126,7 @@ class AtlasmartHome:
                 raise UsageError(f"${WAREHOUSE_ENV}: {exc} (a bucket name is 3-63 lower-case letters, digits, "
                                  f"dots and hyphens)") from None
             return cls(Path(chosen).resolve(), database_url, None, location)
-        if os.environ.get(ENDPOINT_ENV):
+        if settings.s3_endpoint:
             raise UsageError(f"${ENDPOINT_ENV} is set but ${WAREHOUSE_ENV} is the folder {warehouse}, not an "
                              f"s3://bucket/prefix: unset it, or point ${WAREHOUSE_ENV} at the bucket")
         return cls(Path(chosen).resolve(), database_url, Path(warehouse).resolve())

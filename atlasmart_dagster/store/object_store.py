@@ -27,8 +27,9 @@ from typing import Iterator
 from urllib.parse import urlsplit
 
 from ..errors import EnvironmentFault, TransientError
+from ..settings import Settings, current
 
-ENDPOINT_ENV = "ATLASMART_S3_ENDPOINT"
+ENDPOINT_ENV = Settings.s3_endpoint.name
 DEFAULT_REGION = "us-east-1"
 # pyarrow's AWS SDK (and boto3 >= 1.36) compute CRC checksums by default and
 # send uploads as aws-chunked bodies without a Content-Length. S3 accepts that;
@@ -64,7 +65,7 @@ class S3Location:
 
     @classmethod
     def from_environment(cls, url: str) -> "S3Location":
-        return cls.parse(url, os.environ.get(ENDPOINT_ENV), None)
+        return cls.parse(url, current().s3_endpoint, None)
 
     @property
     def url(self) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from atlasmart_dagster.defs.first_sales_date import DEFAULT_FIRST_SALES_DATE
+from atlasmart_dagster.settings import DEFAULT_FIRST_SALES_DATE
 from atlasmart_dagster.defs.last_sales_date import LAST_SALES_DATE_ENV, SAMPLE_LAST_SALES_DATE, last_sales_date_problem
 from atlasmart_dagster.defs.partitions import LAST_SALES_DATE, daily_partitions
 

@@ -87,6 +87,7 @@ from ...product.batch_lifecycle import BATCH_DECISIONS
 from ...product.contract_approvals import CONTRACT_APPROVALS, CONTRACT_MAPPINGS
 from ...product.dashboards import DASHBOARD_DEPLOYMENTS
 from ...product.restatements import RESTATEMENT_APPROVALS
+from ...settings import current
 from ...store.clock import home_clock
 from ...store.home import (
     DATABASE_URL_ENV,
@@ -159,7 +160,7 @@ def embedded_source(path: str | os.PathLike | None = None) -> AtlasmartHome:
     Never in team mode, whatever the environment says: the team settings name
     the target. Nothing is created in it.
     """
-    root = Path(path or os.environ.get(HOME_ENV) or Path.cwd() / DEFAULT_HOME_DIRNAME).resolve()
+    root = Path(path or current().home or Path.cwd() / DEFAULT_HOME_DIRNAME).resolve()
     home = AtlasmartHome(root)
     missing = [p.name for p in (home.ledger_db, home.catalog_db) if not p.is_file()]
     if missing:
@@ -175,8 +176,9 @@ def team_target(source: AtlasmartHome, database_url: str | None = None,
     Its home folder (clock, Dagster home, locks: what stays per machine) is the
     source's folder, whose embedded files team mode does not read.
     """
-    url = database_url or os.environ.get(DATABASE_URL_ENV) or None
-    shared = warehouse or os.environ.get(WAREHOUSE_ENV) or None
+    settings = current()
+    url = database_url or settings.database_url
+    shared = warehouse or settings.warehouse
     if url is None or shared is None:
         raise UsageError(f"migrate --to team needs the team deployment's database and shared folder: --database-url "
                          f"URL --warehouse PATH (or ${DATABASE_URL_ENV} and ${WAREHOUSE_ENV})")

@@ -36,9 +36,11 @@ import os
 import sys
 from pathlib import Path
 
+from ...settings import Settings, current
+
 # The yaml the worker process builds its app from (set by main() for the process it becomes).
-CONFIG_ENV = "ATLASMART_CELERY_WORKER_CONFIG"
-QUEUE_ENV = "ATLASMART_CELERY_QUEUE"  # as in atlasmart_dagster/definitions.py, which routes the steps
+CONFIG_ENV = Settings.celery_worker_config.name
+QUEUE_ENV = Settings.celery_queue.name  # as in atlasmart_dagster/definitions.py, which routes the steps
 APP = "atlasmart_dagster.ops.runs.celery_worker"
 
 
@@ -69,7 +71,10 @@ def __getattr__(name: str):
     # `celery -A atlasmart_dagster.ops.runs.celery_worker worker` asks this module for `app`;
     # it is built on that first request only, so importing the module for main() builds nothing.
     if name == "app":
-        app = build_app(os.environ[CONFIG_ENV])
+        config = current().celery_worker_config
+        if config is None:
+            raise KeyError(f"{CONFIG_ENV} is not set: start the worker with `python -m {APP} -y CONFIG`")
+        app = build_app(config)
         globals()["app"] = app
         return app
     raise AttributeError(name)
@@ -97,7 +102,7 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("-y", "--config-yaml", required=True, type=Path,
                         help="the worker config (deploy/celery.yaml): broker variable, backend, includes, settings")
-    parser.add_argument("-q", "--queue", default=os.environ.get(QUEUE_ENV, "dagster"),
+    parser.add_argument("-q", "--queue", default=current().celery_queue,
                         help=f"the broker queue to take steps from (default ${QUEUE_ENV}, else dagster)")
     parser.add_argument("-n", "--name", help="the worker's node name (default atlasmart-<pid>@<host>, unique per host)")
     parser.add_argument("-c", "--concurrency", type=int, default=1,

@@ -32,7 +32,6 @@ waits for the unfinished earlier one instead of queueing a second copy.
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -46,9 +45,10 @@ from typing import Mapping, Sequence
 import dagster as dg
 
 from ...defs.partitions import PARTITION_TAG, range_tags
-from ...errors import PermanentError, TransientError, UsageError
+from ...errors import PermanentError, TransientError
+from ...settings import Settings, current
 
-QUEUE_TIMEOUT_ENV = "ATLASMART_QUEUE_TIMEOUT"
+QUEUE_TIMEOUT_ENV = Settings.queue_timeout.name
 # Each thread of `dagster-daemon` (run queue, backfills, sensors, ...) writes a
 # heartbeat every 30 s (Dagster's DEFAULT_HEARTBEAT_INTERVAL_SECONDS), all from
 # one process. When none of them has beaten for this long the process is gone:
@@ -74,7 +74,7 @@ CODE_LOCATION_MODULE = "atlasmart_dagster.definitions"
 # name: deploy/workspace.yaml names it so. ATLASMART_WORKSPACE points at the
 # team's own workspace file when it differs.
 CODE_LOCATION_NAME = "atlasmart_dagster"
-WORKSPACE_ENV = "ATLASMART_WORKSPACE"
+WORKSPACE_ENV = Settings.workspace.name
 
 
 class QueueUnavailable(PermanentError):
@@ -159,7 +159,7 @@ def launch_job_run(
     scope[SUBMISSION_TAG] = submission
     dagster = Path(sys.executable).parent / "dagster"
     with tempfile.TemporaryDirectory() as scratch:
-        workspace = os.environ.get(WORKSPACE_ENV) or _workspace_file(Path(scratch))
+        workspace = current().workspace or _workspace_file(Path(scratch))
         command = [str(dagster) if dagster.exists() else "dagster", "job", "launch", "-w", str(workspace),
                    "-j", job_name, "--run-id", run_id, "--tags", json.dumps({**tags, **scope})]
         done = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy(), timeout=600)
@@ -193,14 +193,7 @@ def _workspace_file(folder: Path) -> Path:
 
 
 def _timeout() -> float:
-    text = os.environ.get(QUEUE_TIMEOUT_ENV, "3600")
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(f"${QUEUE_TIMEOUT_ENV} must be a positive number of seconds, not {text!r}")
-    return seconds
+    return current().queue_timeout  # not a positive number of seconds: UsageError
 
 
 def _stopped_message(stopped: float, what: str) -> str:

@@ -32,7 +32,6 @@ the principal may not see.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -40,6 +39,15 @@ import duckdb
 import pyarrow as pa
 
 from ...errors import UsageError
+from ...settings import (
+    DEFAULT_QUERY_MEMORY,
+    DEFAULT_QUERY_TIMEOUT_S,
+    MAX_QUERY_TIMEOUT_S,
+    SettingError,
+    Settings,
+    memory_size,
+    query_timeout,
+)
 from ..serving import read_certified, read_certified_through
 from ...store.platform import Platform
 from ...store.tables import TABLES_BY_NAME
@@ -55,17 +63,12 @@ GATEWAY_CONFIG = {
     "temp_directory": "",
 }
 
-DEFAULT_TIMEOUT_S = 30.0
-MAX_TIMEOUT_S = 24 * 3600.0  # a consumer query that needs more is a job, not a query
-DEFAULT_MEMORY = "1GB"
-TIMEOUT_ENV = "ATLASMART_QUERY_TIMEOUT_S"
-MEMORY_ENV = "ATLASMART_QUERY_MEMORY"
-_MEMORY_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-                 "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # as DuckDB reads them
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)
-TIMEOUT_FORMS = f"a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, such as 30 or 2.5"
-MEMORY_FORMS = ("a size such as 512MB, 1GB or 2GiB (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), "
-                "at most the machine's memory")
+# The limits' forms are the settings' (atlasmart_dagster/settings.py): --timeout and --memory take the same.
+DEFAULT_TIMEOUT_S = DEFAULT_QUERY_TIMEOUT_S
+MAX_TIMEOUT_S = MAX_QUERY_TIMEOUT_S
+DEFAULT_MEMORY = DEFAULT_QUERY_MEMORY
+TIMEOUT_ENV = Settings.query_timeout_s.name
+MEMORY_ENV = Settings.query_memory.name
 RESULT_BATCH_ROWS = 65_536
 
 
@@ -110,41 +113,30 @@ class QueryLimits:
 
         A bad value is a ``UsageError`` naming where it came from and the forms accepted.
         """
+        given = Settings.from_environ(environ)
         if timeout_s is None:
-            text = environ.get(TIMEOUT_ENV, "").strip()
-            try:
-                timeout_s = float(text) if text else DEFAULT_TIMEOUT_S
-            except ValueError:
-                raise UsageError(f"{TIMEOUT_ENV} must be {TIMEOUT_FORMS}, not {text!r}") from None
-            _check_timeout(timeout_s, TIMEOUT_ENV, text)
+            timeout_s = given.query_timeout_s
         else:
             _check_timeout(timeout_s, "--timeout")
         if memory is None:
-            memory = environ.get(MEMORY_ENV, "").strip() or DEFAULT_MEMORY
-            _size_in_bytes(memory, MEMORY_ENV)
+            memory = given.query_memory
         else:
             _size_in_bytes(memory, "--memory")
         return cls(timeout_s=timeout_s, memory=memory)
 
 
-def _check_timeout(seconds: float, source: str, text: str | None = None) -> None:
-    if not (isinstance(seconds, (int, float)) and 0 < seconds <= MAX_TIMEOUT_S):  # also refuses nan and inf
-        raise UsageError(f"{source} must be {TIMEOUT_FORMS}, not {seconds if text is None else text!r}")
+def _check_timeout(seconds: float, source: str) -> None:
+    try:
+        query_timeout(seconds, source)
+    except SettingError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _size_in_bytes(size: str, source: str) -> int:
-    match = _MEMORY.match(size) if isinstance(size, str) else None
-    if not match or match[2].lower() not in _MEMORY_UNITS or float(match[1]) <= 0:
-        raise UsageError(f"{source} must be {MEMORY_FORMS}, not {size!r}")
-    size_bytes = int(float(match[1]) * _MEMORY_UNITS[match[2].lower()])
-    if size_bytes > _machine_memory():
-        raise UsageError(f"{source} {size!r} is more than this machine's memory ({_machine_memory() / 1e9:.1f}GB): "
-                         f"it must be {MEMORY_FORMS}")
-    return size_bytes
-
-
-def _machine_memory() -> int:
-    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        return memory_size(size, source)
+    except SettingError as exc:
+        raise UsageError(str(exc)) from None
 
 
 @dataclass

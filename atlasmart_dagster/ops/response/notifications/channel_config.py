@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ....settings import Settings, current
 from ....store.home import AtlasmartHome
 from .kinds import KINDS, ChannelKind, ChannelSettings, Entry, NotificationConfigError
 from .kinds.base import check_keys, check_mapping, number
 from .message import ONCALL
 
-NOTIFICATIONS_ENV = "ATLASMART_NOTIFICATIONS"
+NOTIFICATIONS_ENV = Settings.notifications.name
 CONFIG_FILENAME = "notifications.yaml"
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -120,7 +121,7 @@ class NotificationConfig:
 
 def config_path(home: AtlasmartHome) -> Path:
     """``$ATLASMART_NOTIFICATIONS``, else ``<home>/notifications.yaml``."""
-    chosen = os.environ.get(NOTIFICATIONS_ENV)
+    chosen = current().notifications
     return Path(chosen).expanduser().resolve() if chosen else home.root / CONFIG_FILENAME
 
 
@@ -128,7 +129,7 @@ def load_config(home: AtlasmartHome) -> NotificationConfig | None:
     """The deployment's configuration; None when there is no file (and the variable names none)."""
     path = config_path(home)
     if not path.is_file():
-        if os.environ.get(NOTIFICATIONS_ENV):
+        if current().notifications:
             raise NotificationConfigError(f"${NOTIFICATIONS_ENV} names {path}, which is not a file: point it at the "
                                           f"notification configuration, or unset it")
         return None
