@@ -46,6 +46,7 @@ from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ..assets.served import product_of, served_asset, sync_served_partitions
 from .days import day_ranges
+from .said import report_unless_said
 from .slo_checks import report_slos
 from ..resources import AtlasmartResource
 
@@ -187,14 +188,10 @@ def certification_evaluations(
     return [asset_evaluation(asset, by_asset[asset], sorted(set(changed))) for asset in assets]
 
 
-def _already_said(instance: dg.DagsterInstance, evaluation: dg.AssetCheckEvaluation) -> bool:
-    """The newest evaluation is a runless one that states the same (so it also matches the newest materialization)."""
-    record = instance.get_latest_asset_check_evaluation_record(evaluation.asset_check_key)
-    if record is None or record.run_id or record.event is None or record.event.dagster_event is None:
-        return False
-    data = record.event.dagster_event.event_specific_data
-    said = getattr(data, "metadata", {}).get(STATE_DIGEST)
-    return said is not None and said.value == evaluation.metadata[STATE_DIGEST].value
+def _same_state(said: dg.AssetCheckEvaluation, evaluation: dg.AssetCheckEvaluation) -> bool:
+    """Whether an evaluation already shown states what ``evaluation`` states (its days, states and versions)."""
+    digest = said.metadata.get(STATE_DIGEST)
+    return digest is not None and digest.value == evaluation.metadata[STATE_DIGEST].value
 
 
 def report_certification_states(
@@ -202,16 +199,13 @@ def report_certification_states(
 ) -> list[dg.AssetCheckEvaluation]:
     """Report each served asset's headline (runless), naming ``partitions`` as the days that changed.
 
-    An asset whose newest evaluation already states the same gets no new
-    row: one decision reported by its command and again by the sensor is one
+    An asset whose check already states the same gets no new row
+    (``said.py``): one decision reported by its command and again by the
+    sensor, even at the same moment, or after *Execute all* said it, is one
     row in the check's history. Returns the evaluations written.
     """
-    written = []
-    for evaluation in certification_evaluations(platform, partitions):
-        if not _already_said(instance, evaluation):
-            instance.report_runless_asset_event(evaluation)
-            written.append(evaluation)
-    return written
+    return [evaluation for evaluation in certification_evaluations(platform, partitions)
+            if report_unless_said(instance, platform, evaluation, _same_state)]
 
 
 # Checks on the served assets that live above this layer and must be re-reported whenever days changed

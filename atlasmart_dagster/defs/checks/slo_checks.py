@@ -262,7 +262,8 @@ def report_slos(
     Recorded results as recorded (a miss fails); a day without results is
     ``NOT MEASURED`` with why, a WARN (a backfilled day, a reload, a day not
     delivered yet). A day whose newest row already says the same gets no new
-    row, so a decision reported by its command and again by the sensor is one
+    row, so a decision reported by its command and again by the sensor, even
+    at the same moment (the ledger's write lock, as in ``said.py``), is one
     row per check. Returns the evaluations written.
     """
     days = sorted(set(partitions))
@@ -276,11 +277,12 @@ def report_slos(
             by_key.setdefault(evaluation.asset_check_key, []).append(evaluation)
     written = []
     for key in SLO_CHECK_KEYS:
-        said = _said_per_day(instance, key, set(days))
-        fresh = [e for e in by_key.get(key, []) if said.get(e.metadata["partition"].value) != _what_it_says(e)]
-        for evaluation in _grouped(key, fresh):
-            instance.report_runless_asset_event(evaluation)
-            written.append(evaluation)
+        with platform.ledger.engine.transaction():  # asked and written under one lock: see said.py
+            said = _said_per_day(instance, key, set(days))
+            fresh = [e for e in by_key.get(key, []) if said.get(e.metadata["partition"].value) != _what_it_says(e)]
+            for evaluation in _grouped(key, fresh):
+                instance.report_runless_asset_event(evaluation)
+                written.append(evaluation)
     return written
 
 
