@@ -29,7 +29,10 @@ one row. A runless evaluation always matches the newest runless served
 materialization (Dagster compares run ids, both empty), so the headline never
 reads "Not Evaluated" after a day turned served. The check is executable
 (*Execute all* on the served asset runs it: it is unpartitioned, so it needs
-no partition, and it says the same as the reported ones).
+no partition, and it says the same as the reported ones). Selected with a
+partition or range (the asset graph's *Materialize* with a mart), Dagster
+plans it once per day of the run, and it completes each of those rows
+(``run_wide_check_events``), so none reads "Skipped".
 """
 
 import hashlib
@@ -45,6 +48,7 @@ from ...store.ledger.partition_states import CERTIFIED, RESTATEMENT_PENDING, WIT
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ..assets.served import product_of, served_asset, sync_served_partitions
+from ..assets.step import run_wide_check_events
 from .days import day_ranges
 from .said import report_unless_said
 from .slo_checks import report_slos
@@ -273,9 +277,7 @@ def report_day_states(
     description="The served state of each selected served asset, every day of it, as things stand (never blocking).",
 )
 def certification_states(context: dg.AssetCheckExecutionContext, atlasmart: AtlasmartResource):
-    """Executed from the UI (*Execute all* on a served asset): the same headline the certification paths report."""
+    """Executed from the UI (*Execute all* on a served asset, or with a partition): the headline the paths report."""
     assets = sorted({product_of(k.asset_key.to_user_string()) for k in context.selected_asset_check_keys})
-    for evaluation in certification_evaluations(atlasmart.platform, (), assets):
-        yield dg.AssetCheckResult(asset_key=evaluation.asset_key, check_name=CERTIFICATION_STATE,
-                                  passed=evaluation.passed, severity=evaluation.severity,
-                                  metadata=evaluation.metadata, description=evaluation.description)
+    output_names = {spec.key: spec.get_python_identifier() for spec in CERTIFICATION_SPECS}
+    yield from run_wide_check_events(context, output_names, certification_evaluations(atlasmart.platform, (), assets))

@@ -61,6 +61,7 @@ from typing import Any, Iterable, Sequence
 import dagster as dg
 
 from ...defs.assets.served import SERVED_ASSETS, product_of, served_asset
+from ...defs.assets.step import run_wide_check_events
 from ...defs.checks.certification_checks import after_days_changed
 from ...defs.checks.said import report_unless_said
 from ...defs.partitions import daily_partitions
@@ -392,8 +393,7 @@ def open_incidents_checks(context: dg.AssetCheckExecutionContext, atlasmart: Atl
     """Executed from the UI: each selected served asset's open incidents, from the ledger, as things stand."""
     platform = atlasmart.platform
     states = [_State.of(platform, i) for i in IncidentStore(platform.ledger).open_incidents()]
-    for key in sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_user_string()):
-        evaluation = open_incidents_evaluation(key.asset_key.to_user_string(), states)
-        yield dg.AssetCheckResult(asset_key=key.asset_key, check_name=OPEN_INCIDENTS, passed=evaluation.passed,
-                                  severity=evaluation.severity, metadata=evaluation.metadata,
-                                  description=evaluation.description)
+    output_names = {spec.key: spec.get_python_identifier() for spec in OPEN_INCIDENTS_SPECS}
+    evaluations = [open_incidents_evaluation(key.asset_key.to_user_string(), states)
+                   for key in context.selected_asset_check_keys]
+    yield from run_wide_check_events(context, output_names, evaluations)

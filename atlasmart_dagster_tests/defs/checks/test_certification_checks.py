@@ -15,7 +15,6 @@ from atlasmart_dagster.defs.checks.certification_checks import (
     day_ranges,
     report_day_states,
 )
-from atlasmart_dagster.defs.checks.slo_checks import SLO_CHECK_KEYS
 from atlasmart_dagster.ops.incidents.ui_reporting import OPEN_INCIDENTS
 from atlasmart_dagster.ops.runs import run_chain
 from atlasmart_dagster.product.serving import known_partitions, partition_statuses
@@ -137,7 +136,8 @@ def test_a_load_run_from_the_asset_graph_runs_no_certification_state_check(tmp_p
 
 def test_execute_all_evaluates_the_headline_and_open_incidents_and_neither_goes_stale(tmp_path):
     """*Execute all* on a served asset runs its launchable checks with no partition (the UI's
-    ExecuteChecksButton); after the next certification both still read against the newest materialization."""
+    ExecuteChecksButton; the SLO checks too: test_served_checks_in_runs.py); after the next certification
+    both still read against the newest materialization."""
     env = Env(tmp_path)
     first = run_chain(env.defs, env.instance, env.platform, ["2026-09-19"], lane="backfill")
     assert first.certified == ["2026-09-19"]
@@ -145,8 +145,6 @@ def test_execute_all_evaluates_the_headline_and_open_incidents_and_neither_goes_
     launchable = [dg.AssetCheckKey(served, CERTIFICATION_STATE), dg.AssetCheckKey(served, OPEN_INCIDENTS)]
     graph = env.defs.resolve_asset_graph()
     assert all(len(graph.get_execution_set_asset_and_check_keys(k)) == 1 for k in launchable)  # "Execute" offered
-    # the per-day SLO checks are not offered by Execute all (which launches with no partition)
-    assert all(len(graph.get_execution_set_asset_and_check_keys(k)) > 1 for k in SLO_CHECK_KEYS)
     run = graph_selection_job(env, launchable).execute_in_process(instance=env.instance)
     assert run.success
     by_name = {e.check_name: e for e in run.get_asset_check_evaluations()}
