@@ -46,10 +46,12 @@ def still_current(instance: dg.DagsterInstance, record) -> bool:
 
 
 def what_it_says_now(instance: dg.DagsterInstance, key: dg.AssetCheckKey) -> dg.AssetCheckEvaluation | None:
-    """The check's newest evaluation while it still reads as current; None when the UI would not show it."""
+    """The check's newest execution, if it is an evaluation that still reads as current; else None."""
     record = instance.get_latest_asset_check_evaluation_record(key)
     if record is None or record.event is None or record.event.dagster_event is None:
         return None
+    if record.event.dagster_event.event_type != dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+        return None  # only planned (a run in progress, or one that ended without it): nothing said
     if not still_current(instance, record):
         return None
     return record.event.dagster_event.asset_check_evaluation_data

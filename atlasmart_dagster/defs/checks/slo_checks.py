@@ -310,6 +310,7 @@ def every_day_evaluations(
 
 
 def _every_day(key: dg.AssetCheckKey, evaluations: list[dg.AssetCheckEvaluation]) -> dg.AssetCheckEvaluation:
+    """One check's days (their own evaluations) as one evaluation: the counts, then each verdict with its days."""
     objective = key.name.removeprefix("slo_")
     verdicts: dict[str, list[str]] = {}
     for evaluation in evaluations:
