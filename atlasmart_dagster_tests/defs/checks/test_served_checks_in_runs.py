@@ -139,3 +139,19 @@ def test_two_paths_reporting_one_decision_at_the_same_moment_write_one_row(tmp_p
     for path in paths:
         path.join()
     assert len(check_history(env, SERVED.to_user_string(), CERTIFICATION_STATE)) == before + 1
+
+
+def test_a_ui_launched_run_certified_by_its_command_then_two_sensor_ticks_is_one_row_per_check(tmp_path):
+    """``atlasmart certify --run ID`` (the gate, then report_day_states) and then the sensor's ticks: one decision."""
+    from atlasmart_dagster.product.run_certification import certify_run
+    from atlasmart_dagster_tests.defs.checks.graph_runs import graph_backfill
+
+    env = Env(tmp_path)
+    run = graph_backfill(env, DAYS)  # launched from the asset graph, nothing certified yet
+    decisions = certify_run(env.platform, run.run_id, True, actor="atlasmart")
+    report_day_states(env.instance, env.platform, sorted({d.partition for d in decisions}))
+    certify_via_sensor(env)
+    certify_via_sensor(env)
+    for key in served_checks(env):
+        rows = check_history(env, SERVED.to_user_string(), key.name)
+        assert len(rows) == 1, (key.name, [r.event.dagster_event.asset_check_evaluation_data.description for r in rows])
