@@ -138,6 +138,54 @@ def partitioned_check_events(
         yield from by_key.get(key, [])
 
 
+def at_partition(evaluation: dg.AssetCheckEvaluation, partition: str | None) -> dg.AssetCheckEvaluation:
+    """The same evaluation written for ``partition`` (Dagster's ``partition`` field)."""
+    return dg.AssetCheckEvaluation(
+        asset_key=evaluation.asset_key, check_name=evaluation.check_name, passed=evaluation.passed,
+        metadata=evaluation.metadata, severity=evaluation.severity, description=evaluation.description,
+        blocking=evaluation.blocking, partition=partition,
+    )
+
+
+def run_check_results(
+    selected: Iterable[dg.AssetCheckKey], evaluations: Iterable[dg.AssetCheckEvaluation]
+) -> Iterator[dg.AssetCheckResult]:
+    """The selected checks' evaluations as ``AssetCheckResult``s, for a run with no partition.
+
+    Dagster then records which materialization each one read against, so the
+    UI shows it against the asset's newest materialization until a newer one.
+    """
+    wanted = set(selected)
+    for e in evaluations:
+        if e.asset_check_key in wanted:
+            yield dg.AssetCheckResult(asset_key=e.asset_key, check_name=e.check_name, passed=e.passed,
+                                      severity=e.severity, metadata=e.metadata, description=e.description)
+
+
+def run_wide_check_events(
+    context: dg.AssetCheckExecutionContext,
+    output_names: Mapping[dg.AssetCheckKey, str],
+    evaluations: Iterable[dg.AssetCheckEvaluation],
+) -> Iterator[dg.Output | dg.AssetCheckEvaluation | dg.AssetCheckResult]:
+    """What a step yields for checks whose one evaluation states a whole asset, in any run.
+
+    Dagster 1.13 plans an unpartitioned check in a partitioned run once per
+    partition of the run (selecting a served asset's checks with a partition
+    or range), and an ``AssetCheckResult`` completes none of those rows: each
+    read "Skipped" and an extra unpartitioned row was added beside them. So
+    the evaluation is written for each partition of the run, or, when the
+    run has none (*Execute all*), once as an ``AssetCheckResult``.
+    """
+    partitions = partition_keys_from_tags(dict(context.run.tags))
+    if not partitions:
+        yield from run_check_results(context.selected_asset_check_keys, evaluations)
+        return
+    yield from partitioned_check_events(
+        output_names, context.selected_asset_check_keys,
+        [at_partition(e, p) for e in evaluations for p in partitions],
+    )
+
+
 class Step:
     """The execution of one asset (or check) over the partitions of a run."""
 

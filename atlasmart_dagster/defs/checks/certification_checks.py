@@ -29,7 +29,10 @@ one row. A runless evaluation always matches the newest runless served
 materialization (Dagster compares run ids, both empty), so the headline never
 reads "Not Evaluated" after a day turned served. The check is executable
 (*Execute all* on the served asset runs it: it is unpartitioned, so it needs
-no partition, and it says the same as the reported ones).
+no partition, and it says the same as the reported ones). Selected with a
+partition or range (the asset graph's *Materialize* with a mart), Dagster
+plans it once per day of the run, and it completes each of those rows
+(``run_wide_check_events``), so none reads "Skipped".
 """
 
 import hashlib
@@ -45,7 +48,9 @@ from ...store.ledger.partition_states import CERTIFIED, RESTATEMENT_PENDING, WIT
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ..assets.served import product_of, served_asset, sync_served_partitions
+from ..assets.step import run_wide_check_events
 from .days import day_ranges
+from .said import report_unless_said
 from .slo_checks import report_slos
 from ..resources import AtlasmartResource
 
@@ -187,14 +192,10 @@ def certification_evaluations(
     return [asset_evaluation(asset, by_asset[asset], sorted(set(changed))) for asset in assets]
 
 
-def _already_said(instance: dg.DagsterInstance, evaluation: dg.AssetCheckEvaluation) -> bool:
-    """The newest evaluation is a runless one that states the same (so it also matches the newest materialization)."""
-    record = instance.get_latest_asset_check_evaluation_record(evaluation.asset_check_key)
-    if record is None or record.run_id or record.event is None or record.event.dagster_event is None:
-        return False
-    data = record.event.dagster_event.event_specific_data
-    said = getattr(data, "metadata", {}).get(STATE_DIGEST)
-    return said is not None and said.value == evaluation.metadata[STATE_DIGEST].value
+def _same_state(said: dg.AssetCheckEvaluation, evaluation: dg.AssetCheckEvaluation) -> bool:
+    """Whether an evaluation already shown states what ``evaluation`` states (its days, states and versions)."""
+    digest = said.metadata.get(STATE_DIGEST)
+    return digest is not None and digest.value == evaluation.metadata[STATE_DIGEST].value
 
 
 def report_certification_states(
@@ -202,16 +203,13 @@ def report_certification_states(
 ) -> list[dg.AssetCheckEvaluation]:
     """Report each served asset's headline (runless), naming ``partitions`` as the days that changed.
 
-    An asset whose newest evaluation already states the same gets no new
-    row: one decision reported by its command and again by the sensor is one
+    An asset whose check already states the same gets no new row
+    (``said.py``): one decision reported by its command and again by the
+    sensor, even at the same moment, or after *Execute all* said it, is one
     row in the check's history. Returns the evaluations written.
     """
-    written = []
-    for evaluation in certification_evaluations(platform, partitions):
-        if not _already_said(instance, evaluation):
-            instance.report_runless_asset_event(evaluation)
-            written.append(evaluation)
-    return written
+    return [evaluation for evaluation in certification_evaluations(platform, partitions)
+            if report_unless_said(instance, platform, evaluation, _same_state)]
 
 
 # Checks on the served assets that live above this layer and must be re-reported whenever days changed
@@ -279,9 +277,7 @@ def report_day_states(
     description="The served state of each selected served asset, every day of it, as things stand (never blocking).",
 )
 def certification_states(context: dg.AssetCheckExecutionContext, atlasmart: AtlasmartResource):
-    """Executed from the UI (*Execute all* on a served asset): the same headline the certification paths report."""
+    """Executed from the UI (*Execute all* on a served asset, or with a partition): the headline the paths report."""
     assets = sorted({product_of(k.asset_key.to_user_string()) for k in context.selected_asset_check_keys})
-    for evaluation in certification_evaluations(atlasmart.platform, (), assets):
-        yield dg.AssetCheckResult(asset_key=evaluation.asset_key, check_name=CERTIFICATION_STATE,
-                                  passed=evaluation.passed, severity=evaluation.severity,
-                                  metadata=evaluation.metadata, description=evaluation.description)
+    output_names = {spec.key: spec.get_python_identifier() for spec in CERTIFICATION_SPECS}
+    yield from run_wide_check_events(context, output_names, certification_evaluations(atlasmart.platform, (), assets))

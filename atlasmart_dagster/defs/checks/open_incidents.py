@@ -14,6 +14,7 @@ import dagster as dg
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ..assets.served import served_asset
+from ..assets.step import run_wide_check_events
 from ..resources import AtlasmartResource
 
 OPEN_INCIDENTS = "open_incidents"
@@ -32,6 +33,7 @@ OPEN_INCIDENTS_SPECS = [
     )
     for product in CERTIFIED_ASSETS
 ]
+OUTPUT_NAMES = {spec.key: spec.get_python_identifier() for spec in OPEN_INCIDENTS_SPECS}
 
 OpenIncidentsEvaluation = Callable[[Platform, Sequence[str]], Sequence[dg.AssetCheckEvaluation]]
 
@@ -48,9 +50,8 @@ def build_open_incidents_checks(evaluate: OpenIncidentsEvaluation) -> dg.AssetCh
     def open_incidents_checks(context: dg.AssetCheckExecutionContext, atlasmart: AtlasmartResource):
         """Executed from the UI: each selected served asset's open incidents, from the ledger, as things stand."""
         keys = sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_user_string())
-        for key, evaluation in zip(keys, evaluate(atlasmart.platform, [k.asset_key.to_user_string() for k in keys])):
-            yield dg.AssetCheckResult(asset_key=key.asset_key, check_name=OPEN_INCIDENTS, passed=evaluation.passed,
-                                      severity=evaluation.severity, metadata=evaluation.metadata,
-                                      description=evaluation.description)
+        evaluations = evaluate(atlasmart.platform, [k.asset_key.to_user_string() for k in keys])
+        # One evaluation states the whole asset, written for each day of a partitioned run (step.py says why).
+        yield from run_wide_check_events(context, OUTPUT_NAMES, evaluations)
 
     return open_incidents_checks

@@ -24,9 +24,11 @@ evaluation per partition, with Dagster's ``partition`` field, completing the
 per-partition rows Dagster planned. Runless evaluations name their day in the
 metadata only: Dagster 1.13 indexes check executions by (check, run,
 partition) uniquely and runless events share one empty run id, so a second
-runless evaluation of the same day would be refused. The checks are one
-execution set (not subsettable), so *Execute all*, which launches with no
-partition, does not offer them: it runs only what it can evaluate.
+runless evaluation of the same day would be refused. Each check executes on
+its own (subsettable), so *Execute all* on a served asset offers and runs
+them too: it launches with no partition, and each check then writes one row
+that states every day AtlasMart knows, days with the same verdict as one
+range (``every_day_evaluations``).
 
 Never blocking: an SLO miss is for people to act on, not a reason to withhold
 correct data.
@@ -38,6 +40,7 @@ from typing import Iterable, Sequence
 import dagster as dg
 
 from ...product.lanes import current_partition
+from ...product.serving import known_partitions
 from ...product.slo import (
     AVAILABILITY,
     OBJECTIVES,
@@ -262,7 +265,8 @@ def report_slos(
     Recorded results as recorded (a miss fails); a day without results is
     ``NOT MEASURED`` with why, a WARN (a backfilled day, a reload, a day not
     delivered yet). A day whose newest row already says the same gets no new
-    row, so a decision reported by its command and again by the sensor is one
+    row, so a decision reported by its command and again by the sensor, even
+    at the same moment (the ledger's write lock, as in ``said.py``), is one
     row per check. Returns the evaluations written.
     """
     days = sorted(set(partitions))
@@ -276,22 +280,71 @@ def report_slos(
             by_key.setdefault(evaluation.asset_check_key, []).append(evaluation)
     written = []
     for key in SLO_CHECK_KEYS:
-        said = _said_per_day(instance, key, set(days))
-        fresh = [e for e in by_key.get(key, []) if said.get(e.metadata["partition"].value) != _what_it_says(e)]
-        for evaluation in _grouped(key, fresh):
-            instance.report_runless_asset_event(evaluation)
-            written.append(evaluation)
+        with platform.ledger.engine.transaction():  # asked and written under one lock: see said.py
+            said = _said_per_day(instance, key, set(days))
+            fresh = [e for e in by_key.get(key, []) if said.get(e.metadata["partition"].value) != _what_it_says(e)]
+            for evaluation in _grouped(key, fresh):
+                instance.report_runless_asset_event(evaluation)
+                written.append(evaluation)
     return written
+
+
+def every_day_evaluations(
+    platform: Platform, now: datetime, days: Sequence[str] | None = None
+) -> list[dg.AssetCheckEvaluation]:
+    """One evaluation per SLO check stating every day (``days``; None: every day AtlasMart knows), by verdict.
+
+    What *Execute all* on a served asset reports: it launches a run with no
+    partition, so each check gets one row, which says what each day's own
+    row says, days with the same verdict as one range. It passes only when
+    every day met the objective; a miss or a day not measured is a WARN.
+    """
+    if days is None:
+        days = [d for d in known_partitions(platform) if daily_partitions.has_partition_key(d)]
+    states = platform.ledger.partitions.states(list(days), CERTIFIED_ASSETS)
+    by_key: dict[dg.AssetCheckKey, list[dg.AssetCheckEvaluation]] = {}
+    for day in days:
+        for evaluation in partition_slo_evaluations(platform, day, now, in_run=False, states=states):
+            by_key.setdefault(evaluation.asset_check_key, []).append(evaluation)
+    return [_every_day(key, by_key.get(key, [])) for key in SLO_CHECK_KEYS]
+
+
+def _every_day(key: dg.AssetCheckKey, evaluations: list[dg.AssetCheckEvaluation]) -> dg.AssetCheckEvaluation:
+    """One check's days (their own evaluations) as one evaluation: the counts, then each verdict with its days."""
+    objective = key.name.removeprefix("slo_")
+    verdicts: dict[str, list[str]] = {}
+    for evaluation in evaluations:
+        verdicts.setdefault(_what_it_says(evaluation), []).append(evaluation.metadata["partition"].value)
+    met = [e for e in evaluations if e.passed]
+    not_measured = [e for e in evaluations if "not_measured_reason" in e.metadata]
+    missed = len(evaluations) - len(met) - len(not_measured)
+    headline = (f"**{objective}: {len(met)} of {len(evaluations)} days met, {missed} missed, "
+                f"{len(not_measured)} not measured**" if evaluations else f"**{objective}: no day known yet**")
+    lines = [headline] + [f"- {day_ranges(days)} {verdict}"
+                          for verdict, days in sorted(verdicts.items(), key=lambda item: min(item[1]))]
+    return dg.AssetCheckEvaluation(
+        asset_key=key.asset_key, check_name=key.name, passed=bool(evaluations) and len(met) == len(evaluations),
+        severity=dg.AssetCheckSeverity.WARN, description="\n".join(lines), blocking=False,
+        metadata={"days": dg.MetadataValue.json({e.metadata["partition"].value: _what_it_says(e) for e in evaluations}),
+                  "met_days": len(met), "missed_days": missed, "not_measured_days": len(not_measured),
+                  "unit": UNITS[objective], "target": TARGETS[objective]},
+    )
 
 
 @dg.multi_asset_check(
     specs=SLO_CHECK_SPECS,
     name="partition_slos",
+    can_subset=True,
     description="Per-partition SLOs of the marts' daily delivery, as recorded in the ledger (never blocking).",
 )
 def partition_slos(context: dg.AssetCheckExecutionContext, atlasmart: AtlasmartResource):
+    """Executed in a run: one row per day of the run, or, with no partition (*Execute all*), one stating every day."""
     step = Step(context, atlasmart, SLO_ASSETS[0])
     now = step.now()
-    evaluations = [e for partition in step.partitions for e in partition_slo_evaluations(step.platform, partition, now)]
+    if step.partitions:
+        evaluations = [e for partition in step.partitions
+                       for e in partition_slo_evaluations(step.platform, partition, now)]
+    else:  # an AssetCheckResult would not do: Dagster 1.13 asks a partitioned check's run for its partition
+        evaluations = every_day_evaluations(step.platform, now)
     output_names = {spec.key: spec.get_python_identifier() for spec in SLO_CHECK_SPECS}
     yield from partitioned_check_events(output_names, context.selected_asset_check_keys, evaluations)

@@ -1,6 +1,7 @@
 """The certification_state check is each served asset's headline: every evaluation states the whole asset."""
 
 import asyncio
+import re
 import shutil
 
 import dagster as dg
@@ -137,7 +138,8 @@ def test_a_load_run_from_the_asset_graph_runs_no_certification_state_check(tmp_p
 
 def test_execute_all_evaluates_the_headline_and_open_incidents_and_neither_goes_stale(tmp_path):
     """*Execute all* on a served asset runs its launchable checks with no partition (the UI's
-    ExecuteChecksButton); after the next certification both still read against the newest materialization."""
+    ExecuteChecksButton; the SLO checks too: test_served_checks_in_runs.py); after the next certification
+    both still read against the newest materialization."""
     env = Env(tmp_path)
     first = run_chain(env.defs, env.instance, env.platform, ["2026-09-19"], lane="backfill")
     assert first.certified == ["2026-09-19"]
@@ -145,8 +147,6 @@ def test_execute_all_evaluates_the_headline_and_open_incidents_and_neither_goes_
     launchable = [dg.AssetCheckKey(served, CERTIFICATION_STATE), dg.AssetCheckKey(served, OPEN_INCIDENTS)]
     graph = env.defs.resolve_asset_graph()
     assert all(len(graph.get_execution_set_asset_and_check_keys(k)) == 1 for k in launchable)  # "Execute" offered
-    # the per-day SLO checks are not offered by Execute all (which launches with no partition)
-    assert all(len(graph.get_execution_set_asset_and_check_keys(k)) > 1 for k in SLO_CHECK_KEYS)
     run = graph_selection_job(env, launchable).execute_in_process(instance=env.instance)
     assert run.success
     by_name = {e.check_name: e for e in run.get_asset_check_evaluations()}
@@ -158,3 +158,38 @@ def test_execute_all_evaluates_the_headline_and_open_incidents_and_neither_goes_
         assert shown_as_current(env, key), key
     assert headline(env).metadata["served_days"].value == 2
     assert all(shown_as_current(env, k) for k in CERTIFICATION_CHECK_KEYS)
+
+
+def test_after_a_withdrawal_inside_a_range_no_row_names_a_range_across_the_withdrawn_day(tmp_path):
+    """2026-09-17...2026-09-21 certified together, then 2026-09-20 withdrawn by containment: every row of the
+    served asset's checks groups only days of one state or verdict, so none spans the withdrawn day."""
+    from atlasmart_dagster.domain.check_names import AGG_MATCHES_FACT
+    from atlasmart_dagster.drills.faults import corrupt_aggregate_cost
+    from atlasmart_dagster.ops.response.incidents.workflow import IncidentWorkflow
+    from atlasmart_dagster.ops.runs.chains import run_checks
+    from atlasmart_dagster_tests.ops.response.incidents.faulted_days import tick
+
+    env = Env(tmp_path, clock="logical")
+    LogicalClock(env.home / "clock.json").set("2026-09-23T09:00:00Z")
+    assert run_chain(env.defs, env.instance, env.platform, SAMPLE_DAYS, lane="backfill").certified == SAMPLE_DAYS
+    assert headline(env).description.startswith("**all 5 due days served (2026-09-17...2026-09-21)**")
+    corrupt_aggregate_cost(env.platform, DAY, +10)
+    assert not run_checks(env.defs, env.instance, [dg.AssetCheckKey(dg.AssetKey("agg_daily_sales"),
+                                                                    AGG_MATCHES_FACT)], DAY).success
+    tick(env)
+    IncidentWorkflow(env.platform, env.defs, env.instance).contain("INC-0001", "oncall@atlasmart.example")
+    certify_via_sensor(env)
+
+    evaluation = headline(env)
+    assert evaluation.description.startswith(f"**4 of 5 due days served; not served: {DAY} WITHDRAWN**")
+    assert evaluation.metadata["changed"].value == DAY
+    served = dg.AssetKey(served_asset(MART))
+    rows = [r.event.dagster_event.asset_check_evaluation_data
+            for key in [dg.AssetCheckKey(served, CERTIFICATION_STATE), *SLO_CHECK_KEYS[:4]]
+            for r in check_history(env, served.to_user_string(), key.name)]
+    assert rows and all(r.asset_key == served for r in rows)
+    for row in rows:
+        for start, end in re.findall(r"(\d{4}-\d\d-\d\d)\.\.\.(\d{4}-\d\d-\d\d)", row.description or ""):
+            assert not start <= DAY <= end, row.description  # the withdrawn day is never inside a range
+    slo = [r for r in rows if r.check_name == "slo_freshness"]
+    assert sorted(r.description.split(" NOT MEASURED")[0] for r in slo) == ["2026-09-17...2026-09-19, 2026-09-21", DAY]

@@ -62,11 +62,12 @@ import dagster as dg
 
 from ....defs.assets.served import SERVED_ASSETS, product_of, served_asset
 from ....defs.checks.certification_checks import after_days_changed
-from ....defs.partitions import daily_partitions
 from ....defs.checks.open_incidents import OPEN_INCIDENTS
+from ....defs.checks.said import report_unless_said
+from ....defs.partitions import daily_partitions
+from ....store.ledger.incidents import RESOLVED, Incident, IncidentStore, UnknownIncident
 from ....store.platform import Platform
 from ....store.tables import CERTIFIED_ASSETS, DAILY_CHAIN
-from ....store.ledger.incidents import RESOLVED, Incident, IncidentStore, UnknownIncident
 from .notices import build_notice, product_name
 
 
@@ -287,22 +288,12 @@ def open_incidents_evaluation(served: str, states: Sequence[_State]) -> dg.Asset
     )
 
 
-def _said(instance: dg.DagsterInstance, evaluation: dg.AssetCheckEvaluation) -> bool:
-    """The newest ``open_incidents`` evaluation is a runless one saying the same.
-
-    A runless evaluation matches the newest runless served materialization
-    (Dagster compares their run ids, both empty); one executed in a run
-    (*Execute all*) names the materialization it saw, and reads "Not
-    Evaluated" once the served asset is materialized again, so it is never
-    taken as said.
-    """
-    record = instance.get_latest_asset_check_evaluation_record(evaluation.asset_check_key)
-    if record is None or record.run_id or record.event is None or record.event.dagster_event is None:
-        return False
-    data = record.event.dagster_event.event_specific_data
-    said = getattr(data, "metadata", {}).get(OPEN_INCIDENTS)
-    return (getattr(data, "description", None) == evaluation.description and said is not None
-            and said.value == evaluation.metadata[OPEN_INCIDENTS].value)
+def _says_same(said: dg.AssetCheckEvaluation, evaluation: dg.AssetCheckEvaluation) -> bool:
+    """Whether an ``open_incidents`` evaluation already shown says all ``evaluation`` says (words and metadata)."""
+    def values(e: dg.AssetCheckEvaluation) -> dict:
+        return {label: getattr(value, "value", value) for label, value in e.metadata.items()}
+    return said.passed == evaluation.passed and said.description == evaluation.description and (
+        values(said) == values(evaluation))
 
 
 @after_days_changed  # every report_day_states ends with it
@@ -319,13 +310,8 @@ def refresh_open_incidents(
     if instance is None:
         return []
     states = [_State.of(platform, i) for i in IncidentStore(platform.ledger).open_incidents()]
-    written = []
-    for asset in served:
-        evaluation = open_incidents_evaluation(asset, states)
-        if not _said(instance, evaluation):
-            instance.report_runless_asset_event(evaluation)
-            written.append(evaluation)
-    return written
+    evaluations = [open_incidents_evaluation(asset, states) for asset in served]
+    return [e for e in evaluations if report_unless_said(instance, platform, e, _says_same)]
 
 
 def show_incidents_in_ui(
@@ -366,10 +352,11 @@ def show_incidents_in_ui(
     served = sorted({asset for i in changed for asset in states[i.id].assets() if asset in SERVED_ASSETS})
     # The checks first, the observations after, the served assets' last: a call that stops half-way
     # leaves a marker unwritten, and the next call shows the incident again.
+    # A command that changed the incident may have reported the check already (``report_day_states``): once.
     for asset in served:
         evaluation = open_incidents_evaluation(asset, list(states.values()))
-        instance.report_runless_asset_event(evaluation)
-        shown.evaluations.append(evaluation)
+        if report_unless_said(instance, platform, evaluation, _says_same):
+            shown.evaluations.append(evaluation)
     for incident in changed:
         state = states[incident.id]
         for asset, day in state.targets:

@@ -147,6 +147,19 @@ def test_a_command_that_shows_its_incident_leaves_the_sensor_nothing_to_write(dr
     assert written(drifted) == before
 
 
+def test_a_command_that_reports_its_days_and_shows_its_incident_writes_one_check_row(drifted):
+    """``incident contain`` reports the day's state (open_incidents with it) and then shows the incident: one row."""
+    tick(drifted)
+    key = dg.AssetCheckKey(dg.AssetKey(served_asset("mart_finance_daily_sales")), OPEN_INCIDENTS)
+    rows = lambda: len(list(drifted.instance.event_log_storage.get_asset_check_execution_history(key, limit=100)))
+    before = rows()
+    drifted.workflow.contain("INC-0001", ONCALL)
+    show_incidents_in_ui(drifted.instance, drifted.platform, ["INC-0001"])
+    tick(drifted)
+    assert rows() == before + 1
+    assert "**INC-0001 contained**" in open_check(drifted, served_asset("mart_finance_daily_sales")).description
+
+
 def test_a_wiped_served_asset_is_shown_its_open_incident_again(drifted):
     """A withdrawal wipes a served asset whole (served.py), its observations and check history with it."""
     tick(drifted)
