@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 
 def partition_problem(day: str) -> str | None:
-    """Why ``day`` is not a sales_date partition (not ISO, before the first, not ended yet), or None."""
-    from ..defs.partitions import FIRST_SALES_DATE, daily_partitions  # local: loads Dagster (cold start)
+    """Why ``day`` is not a sales_date partition (not ISO, before the first, not ended yet, after the last), or None."""
+    # local: loads Dagster (cold start)
+    from ..defs.partitions import FIRST_SALES_DATE, LAST_SALES_DATE, daily_partitions, partitions_span
 
     try:
         iso_date(day)
@@ -33,10 +34,7 @@ def partition_problem(day: str) -> str | None:
         return f"{day} is before the first partition {FIRST_SALES_DATE}"
     last = daily_partitions.get_last_partition_key()
     if last is None or day > last:
-        return (
-            f"{day} is not a partition yet: partitions run from {FIRST_SALES_DATE} to {last} "
-            "(a day becomes a partition once it has ended, UTC)"
-        )
+        return f"{day} is not a partition{'' if LAST_SALES_DATE else ' yet'}: partitions are {partitions_span()}"
     return None
 
 

@@ -36,7 +36,8 @@ import traceback
 from contextlib import contextmanager
 from typing import Iterator
 
-from ..defs.first_sales_date import FIRST_SALES_DATE_ENV, first_sales_date_problem
+from ..defs.first_sales_date import DEFAULT_FIRST_SALES_DATE, FIRST_SALES_DATE_ENV, first_sales_date_problem
+from ..defs.last_sales_date import LAST_SALES_DATE_ENV, last_sales_date_problem
 from .context import CliContext
 from .output import visible
 
@@ -197,9 +198,9 @@ def explain(exc: Exception) -> tuple[int, str]:
     # Only a command that loaded Dagster can raise Dagster's errors: never load it here (cold start).
     dg = sys.modules.get("dagster")
     if dg is not None and isinstance(exc, dg.DagsterUnknownPartitionError):
-        from ..defs.partitions import FIRST_SALES_DATE  # local: needs Dagster, loaded already (see above)
+        from ..defs.partitions import partitions_span  # local: needs Dagster, loaded already (see above)
 
-        return EXIT_USAGE, f"{exc} (partitions are the days from {FIRST_SALES_DATE} to yesterday, UTC)"
+        return EXIT_USAGE, f"{exc} (partitions are {partitions_span()})"
     return EXIT_FAILED, f"unexpected {type(exc).__name__}: {exc}; run again with --debug for the traceback"
 
 
@@ -246,9 +247,12 @@ def _interrupted(args: argparse.Namespace | None) -> int:
 
 
 def _check_settings() -> None:
-    """A setting every command depends on is checked before any command is parsed (parsing one loads the
-    partitions, which are built from ``$ATLASMART_FIRST_SALES_DATE``): a bad value is a usage error (exit 2)."""
-    problem = first_sales_date_problem(os.environ.get(FIRST_SALES_DATE_ENV))
+    """The settings every command depends on are checked before any command is parsed (parsing one loads the
+    partitions, which are built from ``$ATLASMART_FIRST_SALES_DATE`` and ``$ATLASMART_LAST_SALES_DATE``): a bad
+    value is a usage error (exit 2)."""
+    first = os.environ.get(FIRST_SALES_DATE_ENV)
+    problem = first_sales_date_problem(first) or last_sales_date_problem(
+        os.environ.get(LAST_SALES_DATE_ENV), first or DEFAULT_FIRST_SALES_DATE)
     if problem:
         from ..errors import UsageError  # local: cold start
 

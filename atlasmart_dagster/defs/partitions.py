@@ -3,18 +3,42 @@
 from __future__ import annotations
 
 import os
+from datetime import date, timedelta
 
 import dagster as dg
 
 from .first_sales_date import first_sales_date
+from .last_sales_date import LAST_SALES_DATE_ENV, last_sales_date
 
-# The product's history starts on 2026-09-17. A deployment that migrates older
-# history (or the benchmark's year-long backfill, which needs 365 past days)
-# sets ATLASMART_FIRST_SALES_DATE before the code location loads: read at
-# import, because the partitions definition is built from it.
+# The product's history starts on 2026-09-17, the bundled sample's first day. A
+# deployment that migrates older history (or the benchmark's year-long
+# backfill, which needs 365 past days) sets ATLASMART_FIRST_SALES_DATE before
+# the code location loads: read at import, because the partitions definition
+# is built from it.
 FIRST_SALES_DATE = first_sales_date()
+# The last partition: unset, the newest day ended by the system clock, as
+# Dagster ends a daily definition; a landing zone that ends (the bundled
+# sample) sets ATLASMART_LAST_SALES_DATE (last_sales_date.py). Read at import
+# for the same reason.
+LAST_SALES_DATE = last_sales_date(FIRST_SALES_DATE)
 
-daily_partitions = dg.DailyPartitionsDefinition(start_date=FIRST_SALES_DATE, timezone="UTC")
+
+def _day_after(day: str) -> str:
+    return (date.fromisoformat(day) + timedelta(days=1)).isoformat()
+
+
+daily_partitions = dg.DailyPartitionsDefinition(
+    start_date=FIRST_SALES_DATE,
+    end_date=_day_after(LAST_SALES_DATE) if LAST_SALES_DATE else None,  # Dagster's end excludes its day
+    timezone="UTC",
+)
+
+
+def partitions_span() -> str:
+    """Which days are partitions, in words: from the first to yesterday (UTC), or to the day the setting names."""
+    if LAST_SALES_DATE:
+        return f"the days from {FIRST_SALES_DATE} to {LAST_SALES_DATE} (${LAST_SALES_DATE_ENV})"
+    return f"the days from {FIRST_SALES_DATE} to yesterday, UTC (a day becomes a partition once it has ended)"
 
 # How a range backfill becomes runs. One run for the whole range (the default:
 # set-based SQL over the range is the fast path on one machine). A team

@@ -23,7 +23,7 @@ import dagster as dg
 from ..defs.automation.load_retries import given_up_loads
 from ..defs.automation.schedules import daily_sales_schedule, scheduled_load
 from ..defs.automation.sensors import landing_manifest_sensor, plan_manifest_runs
-from ..defs.partitions import FIRST_SALES_DATE, daily_partitions
+from ..defs.partitions import FIRST_SALES_DATE, LAST_SALES_DATE, daily_partitions, partitions_span
 from ..product.lanes import LANE_TAG
 from ..product.slo import SCHEDULE_HOUR  # the hour of daily_sales_schedule's cron (UTC)
 from ..store.clock import UTC, format_ts, parse_ts
@@ -93,14 +93,14 @@ def schedule_times(previous: datetime | None, now: datetime) -> Mornings:
     first = max(1, start[0] + (1 if start[1] >= morning else 0))  # the first 08:00 strictly after ``start``
     last = now.date().toordinal() - (0 if now.time() >= morning else 1)  # the last 08:00 at or before now
     low = date.fromisoformat(FIRST_SALES_DATE).toordinal() + 1  # the morning of the day after the first partition
-    newest = daily_partitions.get_last_partition_key()  # by the system clock
+    newest = daily_partitions.get_last_partition_key()  # by the system clock, or $ATLASMART_LAST_SALES_DATE
     high = date.fromisoformat(newest).toordinal() + 1 if newest else low - 1
     skipped = []
     if first <= min(last, low - 1):
         skipped.append(_skipped_mornings(first, min(last, low - 1),
                                          f"they load days before the first partition {FIRST_SALES_DATE}"))
     if max(first, high + 1) <= last:
-        why = f"their days are not partitions yet (the newest is {newest}, by the system clock)"
+        why = f"their days are not partitions{'' if LAST_SALES_DATE else ' yet'} (partitions are {partitions_span()})"
         skipped.append(_skipped_mornings(max(first, high + 1), last, why))
     days = range(max(first, low), min(last, high) + 1)
     in_range = [datetime.combine(date.fromordinal(d), morning, UTC) for d in days]
@@ -139,15 +139,33 @@ def record_given_up(platform: Platform, instance: dg.DagsterInstance) -> list[st
 
 
 # The tags the daemon puts on the runs a schedule or sensor starts. Dagster's UI
-# reads them (its CreatedByTag: dagster/user, dagster/schedule_name,
+# reads the names (its CreatedByTag: dagster/user, dagster/schedule_name,
 # dagster/sensor_name, else "Manually launched"), so a tick's runs say which
-# automation started them, as the daemon's would.
+# automation started them, as the daemon's would; the run key and the
+# schedule's execution time say which evaluation, and TICK_TAG which
+# ``atlasmart tick`` (its logical time, as the ledger's automation_ticks row).
 SCHEDULE_NAME_TAG = "dagster/schedule_name"
 SENSOR_NAME_TAG = "dagster/sensor_name"
+SCHEDULED_EXECUTION_TIME_TAG = "dagster/scheduled_execution_time"
+RUN_KEY_TAG = "dagster/run_key"
+TICK_TAG = "atlasmart/tick"
+
+
+def schedule_origin(when: datetime, tick_at: str) -> dict[str, str]:
+    """The tags of a run the schedule's morning ``when`` started in the tick at ``tick_at``."""
+    return {SCHEDULE_NAME_TAG: daily_sales_schedule.name, SCHEDULED_EXECUTION_TIME_TAG: when.isoformat(),
+            TICK_TAG: tick_at}
+
+
+def sensor_origin(tick_at: str) -> dict[str, str]:
+    """The tags of a run the landing manifest sensor asked for in the tick at ``tick_at``."""
+    return {SENSOR_NAME_TAG: landing_manifest_sensor.name, TICK_TAG: tick_at}
 
 
 def _run(defs, instance, platform, request: dg.RunRequest, log_level, origin: dict[str, str]) -> RunOutcome:
     tags = {k: v for k, v in request.tags.items() if not k.startswith("dagster/")}
+    if request.run_key:
+        tags[RUN_KEY_TAG] = request.run_key
     return run_chain(defs, instance, platform, [request.partition_key], lane=tags[LANE_TAG],
                      tags={**tags, **origin}, log_level=log_level)
 
@@ -166,14 +184,12 @@ def tick(defs: dg.Definitions, instance: dg.DagsterInstance, platform: Platform,
         if isinstance(request, dg.SkipReason):  # the day's batch was loaded already
             report.skipped.append(f"schedule {format_ts(when)}: {request.skip_message}")
             continue
-        outcomes.append(_run(defs, instance, platform, request, log_level,
-                             {SCHEDULE_NAME_TAG: daily_sales_schedule.name}))
+        outcomes.append(_run(defs, instance, platform, request, log_level, schedule_origin(when, report.at)))
         report.scheduled.append(request.partition_key)
     requests, skipped = plan_manifest_runs(platform, instance)
     report.skipped += skipped
     for request in requests:
-        outcomes.append(_run(defs, instance, platform, request, log_level,
-                             {SENSOR_NAME_TAG: landing_manifest_sensor.name}))
+        outcomes.append(_run(defs, instance, platform, request, log_level, sensor_origin(report.at)))
         report.sensor.append(request.partition_key)
     report.runs = [
         {"run_id": o.run_id, "partitions": o.partitions, "lane": o.lane, "success": o.success,

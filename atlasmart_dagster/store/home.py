@@ -196,6 +196,11 @@ class AtlasmartHome:
         return self.root / "clock.json"
 
     @property
+    def pending_retries(self) -> Path:
+        """Step retries the ledger has not taken yet, on this machine's disk in every mode (``RetrySpool``)."""
+        return self.root / "step_retries.pending.jsonl"
+
+    @property
     def dagster_home(self) -> Path:
         return self.root / "dagster"
 

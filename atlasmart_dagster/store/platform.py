@@ -45,7 +45,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import StoreForeign, StoreMissing
+from ..errors import StoreForeign, StoreMissing, is_transient
 from .clock import Clock, format_ts, home_clock
 from .home import AtlasmartHome, resolve_landing
 from .landing import LandingZone
@@ -53,6 +53,7 @@ from .ledger import Ledger
 from .ledger.batches import BATCHES
 from .ledger.engine import HOME_IDENTITY
 from .ledger.partition_states import PARTITION_EVENTS
+from .ledger.run_records import RetrySpool, retry_key
 from .locks import home_lock
 from .raw_store import ObjectRawStore, RawStore
 from .tables import NAMESPACE, TABLES_BY_NAME, embedded_home_of
@@ -61,6 +62,7 @@ from .warehouse import CatalogProbe, Warehouse
 DEFAULT_CHUNK_ROWS = 2_000_000
 FIRST_USE = "first use"
 ADOPTED = "adopted"
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,6 @@ class Platform:
 
     def __post_init__(self) -> None:
         self._first_use_lock = threading.Lock()
-        self._retry_lock = threading.Lock()
-        self._unrecorded_retries: list[tuple[str, str, int, datetime]] = []
 
     @classmethod
     def open(
@@ -193,22 +193,46 @@ class Platform:
         self._checked  # noqa: B018 - checks the stores the first time
         return self._ledger
 
-    def record_step_retry(self, run_id: str, asset: str, attempt: int, at: datetime) -> None:
-        """Record that a step started again, in the ledger database only, so a storage outage cannot lose it.
+    @cached_property
+    def retry_spool(self) -> RetrySpool:
+        return RetrySpool(self.home.pending_retries)
 
-        A born home's ledger takes the record without the store check, which
-        reads the warehouse: the object store a retry is usually about may be
-        down (its retries are what the ``step_retries`` metric counts). An
-        unborn home's is checked first (its stores are created together).
-        A record the database refused (it was restarting too) is kept and
-        written with the next one, so the attempt that fails on it loses no count.
+    def record_step_retry(self, run_id: str, asset: str, attempt: int, at: datetime) -> None:
+        """Count that a step started again, even while the storage it retries is down.
+
+        The retry goes to the home's spool file first (``RetrySpool``: this
+        machine's disk, neither the object store nor the ledger database),
+        then to the ledger. The outage a step retries may be the ledger
+        database's own (Postgres restarting, a locked ``ledger.db``): the record
+        then waits in the spool, where the exporter counts it, until a later
+        step writes it (``flush_step_retries``). Only a retry the spool could not take is
+        lost, with the disk of the home.
         """
-        with self._retry_lock:
-            self._unrecorded_retries.append((run_id, asset, attempt, at))
+        self.retry_spool.append(run_id, asset, attempt, at)
+        self.flush_step_retries()
+
+    def flush_step_retries(self) -> None:
+        """Move the spooled retries to the ledger; while the database refuses them (a transient error) they wait.
+
+        A born home's ledger takes them without the store check, which reads
+        the warehouse: the object store a retry is usually about may be down.
+        An unborn home's is checked first (its stores are created together).
+        """
+        if not self.retry_spool.has_pending():
+            return
+        try:
             ledger = self._ledger if _ledger_identity(self._ledger) is not None else self.ledger
-            while self._unrecorded_retries:
-                ledger.runs.record_retry(*self._unrecorded_retries[0])
-                self._unrecorded_retries.pop(0)
+            self.retry_spool.drain(ledger.runs)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            logger.warning("step retries kept in %s until the ledger takes them: %s", self.retry_spool.path, exc)
+
+    def step_retries(self) -> list[dict]:
+        """Every step retry counted: the ledger's, then those still waiting in this home's spool."""
+        recorded = self.ledger.runs.retries()
+        known = {retry_key(r) for r in recorded}
+        return recorded + [r for r in self.retry_spool.pending() if retry_key(r) not in known]
 
     @cached_property
     def raw_store(self) -> RawStore:

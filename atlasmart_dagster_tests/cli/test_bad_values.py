@@ -1,5 +1,5 @@
 """A bad value is a usage error (exit 2, one line naming the accepted form), never an "unexpected ...Error":
-oversized text, a date that is not YYYY-MM-DD, a first-partition setting out of range."""
+oversized text, a date that is not YYYY-MM-DD, a first- or last-partition setting out of range."""
 
 from __future__ import annotations
 
@@ -84,3 +84,15 @@ def test_the_first_sales_date_setting_is_checked_before_any_command(capsys, home
 @pytest.mark.parametrize("value", [None, "", "2026-09-17", "2000-01-01", "2025-09-17"])
 def test_a_good_first_sales_date_or_none_is_accepted(value):
     assert first_sales_date_problem(value) is None
+
+
+@pytest.mark.parametrize("value,says", [
+    ("2026-13-01", "is '2026-13-01', not a date: expected a day YYYY-MM-DD from 2026-09-17"),
+    ("2026-09-16", "is 2026-09-16, before the first partition 2026-09-17"),
+])
+def test_the_last_sales_date_setting_is_checked_before_any_command(capsys, home, monkeypatch, value, says):
+    monkeypatch.setenv("ATLASMART_LAST_SALES_DATE", value)
+    code, out, err = run(capsys, "--home", home, "--ephemeral-instance", "status")
+    assert (code, out) == (2, "")
+    assert f"$ATLASMART_LAST_SALES_DATE {says}" in one_line(err)
+    assert not os.path.exists(home)

@@ -132,7 +132,9 @@ def threshold_drift(rules_text: str) -> list[str]:
         # alert: (a pattern its expression must match, words its threshold annotation must hold)
         "AtlasmartFreshnessLagPastSlo": (rf"atlasmart_freshness_lag_seconds > {freshness_seconds:g}\b",
                                          f"<= {TARGETS[FRESHNESS]:g} min"),
-        "AtlasmartNoCertificationForDueDay": (rf"\(time\(\) - {deadline}\) - \(time\(\) - {deadline}\) % 86400",
+        # every day from the first partition on: the oldest one not served against the newest deadline passed
+        "AtlasmartNoCertificationForDueDay": ((rf"^atlasmart_oldest_missing_day_timestamp_seconds "
+                                               rf"< \(time\(\) - {deadline}\) - \(time\(\) - {deadline}\) % 86400$"),
                                               f"{SCHEDULE_HOUR:02d}:00 UTC schedule + {AVAILABILITY_MINUTES} min"),
         "AtlasmartStepRetriesSpiking": (rf"increase\(atlasmart_step_retries_total\[1h\]\) > {budget}\b",
                                         f"max_retries {budget}"),

@@ -74,13 +74,19 @@ SERVED_ASSETS = tuple(spec.key.to_user_string() for spec in SERVED_SPECS)
 
 
 def served_metadata(served: ServedVersion) -> dict:
-    """The materialization metadata of a served day (text ids: the UI plots numbers)."""
+    """The materialization metadata of a served day (text ids: the UI plots numbers).
+
+    The materialization is reported without a run (certification happens after
+    the run that built the day, never inside it), so the day's page reads "Run
+    None" and "Job None" in its header; ``certified_by_run`` is the run to
+    follow, as a run entry, which the UI shows as a link to that run.
+    """
     cert = served.certification
     return {
         "version": served.version,
         "fingerprint": dg.MetadataValue.text(cert.fingerprint or ""),
         "certified_at": dg.MetadataValue.text(served.certified_at),
-        "certified_by_run": dg.MetadataValue.text(cert.run_id or ""),
+        "certified_by_run": dg.MetadataValue.dagster_run(cert.run_id) if cert.run_id else dg.MetadataValue.text(""),
         "snapshot_id": dg.MetadataValue.text(str(cert.snapshot_id)),
         CERTIFICATION_ID: dg.MetadataValue.text(str(cert.id)),
     }
@@ -146,7 +152,7 @@ def sync_served_partitions(
         for day in days:
             version = served[day]
             if not daily_partitions.has_partition_key(day):
-                continue  # older than the partitions the code location defines
+                continue  # outside the partitions the code location defines (older, or after the last)
             if reported.get(day) != str(version.certification.id):
                 instance.report_runless_asset_event(
                     dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version))

@@ -160,8 +160,12 @@ class Step:
         self.trace = StepTrace(context, asset, self.lane, self.partitions, self._batch_ids.get)
         retry = getattr(context, "retry_number", 0)
         if isinstance(context, dg.AssetExecutionContext):
-            if retry:  # first: recorded even while the object store is down (``Platform.record_step_retry``)
+            # First, before any store is read: counted even while the storage it retries is down, and the
+            # retries an outage of the ledger database kept waiting are written once it is back.
+            if retry:
                 self.platform.record_step_retry(self.run_id, asset, retry + 1, self.now())
+            else:
+                self.platform.flush_step_retries()
             self._stamp_lane()
             for hook in STEP_START_HOOKS:
                 hook(self)

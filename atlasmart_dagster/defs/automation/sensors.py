@@ -16,7 +16,7 @@ from ...store.platform import Platform
 from ...store.raw_store import MANIFEST_NAME
 from ...store.tables import CERTIFIED_ASSETS
 from ..checks.certification_checks import report_day_states
-from ..partitions import FIRST_SALES_DATE
+from ..partitions import FIRST_SALES_DATE, LAST_SALES_DATE
 from ..resources import AtlasmartResource, skips_when_clock_refused
 from .jobs import TRIGGER_TAG, backfill_sales_job, daily_sales_job
 from .load_retries import ATTEMPT_TAG, RETRY_OF_TAG, instance_of, phases_by_day, unfinished_load
@@ -42,6 +42,9 @@ def plan_manifest_runs(
     for partition in platform.landing.partitions():
         if partition < FIRST_SALES_DATE or partition > current:
             skipped.append(f"{partition}: outside the partitions that exist now (first {FIRST_SALES_DATE}, current {current})")
+            continue
+        if LAST_SALES_DATE and partition > LAST_SALES_DATE:
+            skipped.append(f"{partition}: after the last partition {LAST_SALES_DATE} ($ATLASMART_LAST_SALES_DATE)")
             continue
         raw = platform.landing.read_manifest_bytes(partition)
         if raw is None:

@@ -12,11 +12,12 @@ atlasmart_records_quarantined_total              counter  rows the gate quaranti
 atlasmart_partition_load_duration_seconds        gauge    partition: run start -> end of its latest load
 atlasmart_freshness_lag_seconds                  gauge    partition: ready -> certified at first delivery
 atlasmart_last_certified_timestamp_seconds       gauge    asset: when it was last certified
+atlasmart_oldest_missing_day_timestamp_seconds   gauge    asset: midnight UTC of the oldest day not served
 atlasmart_certified_partitions                   gauge    asset: partitions consumers are served
 atlasmart_slo_misses_total                       counter  objective: missed SLO evaluations
 atlasmart_open_incidents                         gauge    incidents not resolved
 atlasmart_schema_drift_detections_total          counter  failed source contract conformance checks
-atlasmart_step_retries_total                     counter  asset: retried step attempts
+atlasmart_step_retries_total                     counter  asset: retried step attempts (ledger + spool)
 atlasmart_partitions_held                        gauge    asset, reason: days waiting for the data owner
 ===============================================  =======  ===============================================
 
@@ -28,17 +29,32 @@ the rule ``atlasmart status`` reads (``RESTATEMENT_HELD`` / ``ANOMALY_HELD``),
 per certified product; every asset and reason is exported, 0 included, so an
 alert on it tells "nothing held" from "nothing scraped". The alert rules on
 these metrics are ``deploy/prometheus/alerts.yml``.
+
+``atlasmart_oldest_missing_day_timestamp_seconds`` is the oldest day, from the
+first partition (``ATLASMART_FIRST_SALES_DATE``) on, that consumers of the
+asset are not served: the first partition on a home that never certified
+anything, the day after the newest one when none is missing. It is exported for
+every certified asset from the first scrape on, and it only moves past a day
+once that day is served, so certifying old days (a backfill) cannot hide a
+newer missing one. The rule compares it with the schedule's deadline.
+
+``atlasmart_step_retries_total`` counts the ledger's retries and those still
+waiting in the home's spool (``Platform.step_retries``): a retry taken while the
+ledger database was down is counted from the spool until a step writes it.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Container
+from datetime import UTC, date, datetime, timedelta
 from typing import Iterator
 
 from prometheus_client import CollectorRegistry, write_to_textfile
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ...defs.partitions import FIRST_SALES_DATE
 from ...domain.check_names import SOURCE_CONTRACT_CONFORMS
 from ...product.anomaly import ANOMALY_HELD
 from ...product.restatements import RESTATEMENT_HELD
@@ -101,13 +117,20 @@ class LedgerCollector(Collector):
         last = GaugeMetricFamily("atlasmart_last_certified_timestamp_seconds",
                                  "When each certified product was last certified (Unix time).", labels=["asset"])
         served = GaugeMetricFamily("atlasmart_certified_partitions", "Partitions consumers are served.", labels=["asset"])
+        missing = GaugeMetricFamily("atlasmart_oldest_missing_day_timestamp_seconds",
+                                    "Midnight UTC (Unix time) of the oldest day since the first partition that "
+                                    "consumers are not served.", labels=["asset"])
         for asset in CERTIFIED_ASSETS:
             certs = ledger.partitions.events(asset=asset, states=(CERTIFIED,))
             if certs:
                 last.add_metric([asset], parse_ts(certs[-1].recorded_at).timestamp())
-            served.add_metric([asset], len(ledger.partitions.served_map(asset)))
+            served_days = ledger.partitions.served_map(asset)
+            served.add_metric([asset], len(served_days))
+            oldest = oldest_missing_day(served_days)
+            missing.add_metric([asset], datetime(oldest.year, oldest.month, oldest.day, tzinfo=UTC).timestamp())
         yield last
         yield served
+        yield missing
 
         yield GaugeMetricFamily("atlasmart_open_incidents", "Incidents not resolved.",
                                 value=len(IncidentStore(ledger).open_incidents()))
@@ -115,10 +138,18 @@ class LedgerCollector(Collector):
         yield CounterMetricFamily("atlasmart_schema_drift_detections", "Batches stopped by the source contract gate.",
                                   value=drift)
         retries = CounterMetricFamily("atlasmart_step_retries", "Retried step attempts.", labels=["asset"])
-        for asset, n in sorted(Counter(r["asset"] for r in ledger.runs.retries()).items()):
+        for asset, n in sorted(Counter(r["asset"] for r in self.platform.step_retries()).items()):
             retries.add_metric([asset], n)
         yield retries
         yield held_for_owner(ledger)
+
+
+def oldest_missing_day(served: Container[str], first: str = FIRST_SALES_DATE) -> date:
+    """The oldest day from ``first`` on that is not in ``served`` (partition keys, YYYY-MM-DD)."""
+    day = date.fromisoformat(first)
+    while day.isoformat() in served:
+        day += timedelta(days=1)
+    return day
 
 
 def held_for_owner(ledger: Ledger) -> GaugeMetricFamily:

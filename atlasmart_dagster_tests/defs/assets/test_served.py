@@ -58,6 +58,21 @@ def test_a_built_day_is_green_on_the_mart_and_missing_on_the_served_asset_until_
     assert isinstance(metadata["snapshot_id"], str)  # an id, not a figure to plot
 
 
+def test_a_served_day_links_the_run_that_built_it_as_its_header_cannot(sqlite_env):
+    """The day's page shows the run of the newest materialization's run id in its header: none for a served day,
+    whose materialization certification reports after the run (its checks are runless too, and are judged against
+    it by that same empty run id). The metadata names the run as a run entry, which the UI links."""
+    env = sqlite_env
+    outcome = run_chain(env.defs, env.instance, env.platform, DAYS, lane="backfill")
+    for asset in SERVED_ASSETS:
+        record = env.instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[DAYS[0]]), limit=1).records[0]
+        assert record.run_id == ""  # what the header reads as "Run None"
+        entry = record.asset_materialization.metadata["certified_by_run"]
+        assert isinstance(entry, dg.DagsterRunMetadataValue) and entry.run_id == outcome.run_id
+    assert env.instance.get_run_by_id(outcome.run_id).job_name == "backfill_sales_job"
+
+
 def test_sync_is_idempotent_and_a_withdrawal_turns_the_day_missing(sqlite_env, capsys):
     env = sqlite_env
     run_chain(env.defs, env.instance, env.platform, DAYS, lane="backfill")

@@ -2,6 +2,7 @@
 
 import json
 import urllib.request
+from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 import pytest
@@ -9,10 +10,11 @@ from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from atlasmart_dagster.cli.main import main
+from atlasmart_dagster.defs.partitions import daily_partitions
 from atlasmart_dagster.drills.faults import INJECT_TRANSIENT_TAG, transient_faults_by_tag
 from atlasmart_dagster.ops.observability.logs import read_log
 from atlasmart_dagster.ops.observability.prometheus import registry_for
-from atlasmart_dagster.ops.runs.chains import run_chain
+from atlasmart_dagster.ops.runs.chains import run_chain, run_reference
 from atlasmart_dagster.product.serving import partition_status
 from atlasmart_dagster.store.tables import CERTIFIED_ASSETS
 from atlasmart_dagster_tests.environment import SAMPLE_DAYS
@@ -58,6 +60,34 @@ def test_metrics_endpoint_after_the_demo(env, capsys):
     path = env.root / "atlasmart.prom"
     assert main(["--home", str(env.home), "metrics", "write", "--out", str(path)]) == 0
     assert "atlasmart_records_quarantined_total" in path.read_text()
+
+
+def oldest_missing(samples: dict) -> dict[str, str]:
+    """The oldest day not served per certified asset, as the exporter wrote it (midnight UTC, Unix time)."""
+    return {asset: datetime.fromtimestamp(samples[("atlasmart_oldest_missing_day_timestamp_seconds", (("asset", asset),))],
+                                          UTC).strftime("%Y-%m-%d %H:%M:%S")
+            for asset in CERTIFIED_ASSETS}
+
+
+def test_the_missing_day_is_exported_before_any_certification_and_a_backfill_of_old_days_leaves_the_new_one_missing(env):
+    """The series of the missing-day alert exists on a home that never certified, and only serving a day moves it."""
+    first, *old, new = SAMPLE_DAYS
+    assert first == daily_partitions.get_first_partition_key()  # ATLASMART_FIRST_SALES_DATE, as the partitions read it
+    m = scrape(env.platform)
+    assert ("atlasmart_last_certified_timestamp_seconds", (("asset", CERTIFIED_ASSETS[0]),)) not in m
+    assert oldest_missing(m) == dict.fromkeys(CERTIFIED_ASSETS, f"{first} 00:00:00")  # the first partition
+
+    assert run_reference(env.defs, env.instance)
+    outcome = run_chain(env.defs, env.instance, env.platform, [first, *old], lane="backfill")
+    assert outcome.certified == [first, *old]
+    m = scrape(env.platform)
+    assert oldest_missing(m) == dict.fromkeys(CERTIFIED_ASSETS, f"{new} 00:00:00")
+    # what the old rule read looks fresh: the backfill certified just now, while the new day is still missing
+    assert all(m[("atlasmart_last_certified_timestamp_seconds", (("asset", a),))] > 1.7e9 for a in CERTIFIED_ASSETS)
+
+    assert run_chain(env.defs, env.instance, env.platform, [new], lane="backfill").certified == [new]
+    following = (date.fromisoformat(new) + timedelta(days=1)).isoformat()
+    assert oldest_missing(scrape(env.platform)) == dict.fromkeys(CERTIFIED_ASSETS, f"{following} 00:00:00")
 
 
 def held(samples: dict, reason: str) -> dict[str, float]:
