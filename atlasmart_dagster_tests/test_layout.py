@@ -212,7 +212,7 @@ def test_every_module_says_what_it_holds(name):
 # own. Each is to move onto ``store/ledger/day_states.py`` (the one read model
 # of a day); the list may only shrink: a new module must read ``DayStates``.
 RAW_EVENT_READERS = {
-    "ops.response.incidents.detection", "ops.response.incidents.ui_reporting", "ops.observability.prometheus",
+    "ops.response.incidents.detection", "ops.response.incidents.ui_reporting",
 }
 RAW_READS = (".partitions.events(", ".partitions.served(", ".partitions.served_map(", ".partitions.versions_map(")
 
