@@ -212,9 +212,7 @@ def test_every_module_says_what_it_holds(name):
 # own. Each is to move onto ``store/ledger/day_states.py`` (the one read model
 # of a day); the list may only shrink: a new module must read ``DayStates``.
 RAW_EVENT_READERS = {
-    "defs.automation.sensors", "drills.failed_load", "drills.harness", "drills.incident_drills",
-    "ops.response.incidents.detection", "ops.response.incidents.notices", "ops.response.incidents.triage",
-    "ops.response.incidents.ui_reporting", "ops.response.incidents.workflow", "ops.observability.prometheus",
+    "ops.response.incidents.detection", "ops.response.incidents.ui_reporting",
 }
 RAW_READS = (".partitions.events(", ".partitions.served(", ".partitions.served_map(", ".partitions.versions_map(")
 

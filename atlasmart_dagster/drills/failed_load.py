@@ -103,8 +103,9 @@ def _fact_bytes(world: DrillWorld, partition: str) -> list[str]:
 
 def _served_fingerprints(world: DrillWorld, partition: str) -> dict[str, str]:
     out = {}
+    states = world.platform.ledger.partitions.states([partition])
     for spec in CERTIFIED_SPECS:
-        served = world.platform.ledger.partitions.served(spec.name, partition)
+        served = states.served(spec.name, partition)
         out[spec.name] = served.certification.fingerprint if served else None
     return out
 
@@ -135,7 +136,7 @@ def play_daily_load(world: DrillWorld, timeline: Timeline) -> dict[str, Any]:
     world.at(timeline.ts(SCHEDULED))
     request = world.tick_schedule()
     blocked = world.execute("scheduled load (manifest not landed)", request)
-    blocked_event = world.platform.ledger.partitions.events(partition=DAY, states=(BLOCKED_UPSTREAM,))[-1]
+    blocked_event = world.platform.ledger.partitions.states([DAY]).events((BLOCKED_UPSTREAM,))[-1]
     status = partition_status(world.platform, DAY)
     world.signal(
         "blocked",
@@ -172,10 +173,11 @@ def play_daily_load(world: DrillWorld, timeline: Timeline) -> dict[str, Any]:
     world.at(timeline.ts(timeline.certify))
     decisions = world.certify(load)
     slo = latest_results(world.platform.ledger, DAY)
-    controls = world.platform.ledger.partitions.served(MART_FINANCE_DAILY_SALES.name, DAY).certification.controls
+    day_states = world.platform.ledger.partitions.states([DAY])
+    controls = day_states.served(MART_FINANCE_DAILY_SALES.name, DAY).certification.controls
     world.signal("certified", f"{DAY} certified v1, controls {controls}", assets=sorted(d.asset for d in decisions if d.certified))
     world.signal("slo", "; ".join(r.describe() for r in slo))
-    published_once = sum(1 for e in world.platform.ledger.partitions.events(asset="fact_sales", partition=DAY) if e.run_id == load.run_id)
+    published_once = sum(1 for e in day.events(asset="fact_sales") if e.run_id == load.run_id)
     return {
         "timeline": {"ready_at": timeline.ready, "run_started": timeline.start, "run_finished": timeline.finish,
                      "certified": timeline.certify, "scheduled": SCHEDULED},
@@ -231,7 +233,7 @@ def play_historical_repair(world: DrillWorld) -> tuple[dict[str, Any], ControlTu
     repair = run_backfill(world.defs, world.instance, world.platform, request, log_level=world.log_level)
     world.record_run("historical repair (backfill lane)", repair)
     repaired = controls_of(wh, AGG_DAILY_SALES, [REPAIR_DAY])[REPAIR_DAY]
-    recert = [e for e in world.platform.ledger.partitions.events(partition=REPAIR_DAY, states=(CERTIFIED,)) if e.run_id == repair.run_id]
+    recert = [e for e in world.platform.ledger.partitions.states([REPAIR_DAY]).events((CERTIFIED,)) if e.run_id == repair.run_id]
     neighbour_after = _day_fingerprints(world, DAY)
     rebuilt = sorted(k for k, v in next(r for r in world.runs if r["run_id"] == repair.run_id)["step_events"].items()
                      if "ASSET_MATERIALIZATION" in v)
@@ -267,7 +269,7 @@ def play_replay(world: DrillWorld) -> dict[str, Any]:
     world.record_run("replay from raw store (backfill lane)", replay)
     after = {s.name: fingerprints_of(wh, s, [REPAIR_DAY])[REPAIR_DAY] for s in ALL_LAYERS}
     bytes_identical = bytes_before == _fact_bytes(world, REPAIR_DAY)
-    raw_built = world.platform.ledger.partitions.events(asset="raw_order_lines", partition=REPAIR_DAY)[-1]
+    raw_built = world.platform.ledger.partitions.states([REPAIR_DAY]).events(asset="raw_order_lines")[-1]
     world.signal("replayed", f"{REPAIR_DAY} replayed from the raw store: fingerprints identical {before == after}, "
                  f"fact Parquet bytes identical {bytes_identical}")
     return {

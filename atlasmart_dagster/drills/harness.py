@@ -171,7 +171,7 @@ class DrillWorld:
         labels = SnapshotLabels()
         ledger = self.platform.ledger
         events = []
-        for e in ledger.partitions.events():
+        for e in ledger.partitions.states(partitions).events():
             if e.partition in partitions:
                 item = e.to_json()
                 item["snapshot_id"] = labels.label(e.asset, e.snapshot_id)

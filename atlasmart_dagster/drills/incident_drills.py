@@ -64,7 +64,8 @@ def canonical_total(platform: Platform) -> ControlTuple:
 
 def served_total(platform: Platform) -> ControlTuple:
     """Controls of what consumers are served: the certified finance mart, over every drill day."""
-    served = [platform.ledger.partitions.served(MART_FINANCE_DAILY_SALES.name, d) for d in ALL_DAYS]
+    states = platform.ledger.partitions.states(ALL_DAYS, [MART_FINANCE_DAILY_SALES.name])
+    served = [states.served(MART_FINANCE_DAILY_SALES.name, d) for d in ALL_DAYS]
     return total(s.certification.controls for s in served if s and s.certification.controls)
 
 
@@ -80,7 +81,8 @@ def totals_reconcile(platform: Platform) -> bool:
 
 def certified_at(platform: Platform, partition: str) -> str:
     """HH:MM of the certification consumers are served for ``partition``."""
-    return hhmm(platform.ledger.partitions.served(MART_FINANCE_DAILY_SALES.name, partition).certification.recorded_at)
+    states = platform.ledger.partitions.states([partition], [MART_FINANCE_DAILY_SALES.name])
+    return hhmm(states.served(MART_FINANCE_DAILY_SALES.name, partition).certification.recorded_at)
 
 
 def certified_marketplace_revenue(platform: Platform) -> Decimal:
@@ -441,7 +443,8 @@ class SemanticBugDrill(IncidentDrill):
                         "dashboards could restate a governed metric by hand",
                         "dashboards compile revenue from the governed metric and the golden test runs after every deploy")
         incident = self.wf.get(incident_id)
-        recertified = [d for d in ALL_DAYS if w.platform.ledger.partitions.served(EXECUTIVE_DASHBOARD.asset, d)]
+        states = w.platform.ledger.partitions.states(ALL_DAYS, [EXECUTIVE_DASHBOARD.asset])
+        recertified = [d for d in ALL_DAYS if states.served(EXECUTIVE_DASHBOARD.asset, d)]
         figures = {
             "dashboard_shown_usd": f"{shown:.2f}",
             "governed_usd": f"{governed:.2f}",
@@ -511,8 +514,9 @@ def resend_sample(day_dir: Path, partition: str, batch_id: str, ready_at: str) -
 def served_versions(platform: Platform, days: list[str]) -> dict[str, dict[str, Any]]:
     """Per certified product and day, the version and certification consumers are served (None: nothing)."""
     out: dict[str, dict[str, Any]] = {}
+    states = platform.ledger.partitions.states(days, CERTIFIED_ASSETS)
     for asset in CERTIFIED_ASSETS:
-        served = platform.ledger.partitions.served_map(asset)
+        served = states.served_map(asset)
         out[asset] = {d: [served[d].version, served[d].certification.id] if d in served else None for d in days}
     return out
 
@@ -653,7 +657,7 @@ class AnomalyHoldDrill(IncidentDrill):
                         "before a release")
         incident = self.wf.get(incident_id)
         status = partition_status(w.platform, DAY)
-        served = w.platform.ledger.partitions.served(MART_FINANCE_DAILY_SALES.name, DAY)
+        served = w.platform.ledger.partitions.states([DAY]).served(MART_FINANCE_DAILY_SALES.name, DAY)
         triage = incident.latest("triage")["data"]
         raw_kept = {b.batch_id: b.manifest.get("data_sha256") for b in w.platform.raw_store.batches(DAY)}
         figures = {

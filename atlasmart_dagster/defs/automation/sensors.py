@@ -38,6 +38,7 @@ def plan_manifest_runs(
     known = {b["batch_id"] for b in batches}
     phases = phases_by_day(platform) if instance is not None and known else {}
     requests, skipped = [], []
+    states = None  # the certified products' days, read once per tick when a ready batch needs them
     for partition in platform.landing.partitions():
         if partition < FIRST_SALES_DATE or partition > current:
             skipped.append(f"{partition}: outside the partitions that exist now (first {FIRST_SALES_DATE}, current {current})")
@@ -72,12 +73,13 @@ def plan_manifest_runs(
             # A run key of its own: the daemon starts a sensor's run key once.
             run_key = f"{manifest.batch_id}:attempt-{unfinished.next_attempt}"
             retry_tags = {RETRY_OF_TAG: manifest.batch_id, ATTEMPT_TAG: str(unfinished.next_attempt)}
-        certified = any(platform.ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS)
+        states = states or platform.ledger.partitions.states(assets=CERTIFIED_ASSETS)
+        certified = any(states.served(asset, partition) for asset in CERTIFIED_ASSETS)
         lane = CURRENT if (partition == current and not certified) else BACKFILL
         tags = {LANE_TAG: lane, TRIGGER_TAG: "landing_manifest_sensor", **retry_tags}
         if certified:
             tags[RESTATES_BATCH_TAG] = manifest.batch_id
-            pending = platform.ledger.partitions.events(partition=partition, states=(RESTATEMENT_PENDING,))
+            pending = [e for a in CERTIFIED_ASSETS for e in states.get(a, partition).of(RESTATEMENT_PENDING)]
             if not any(e.detail.get("batch_id") == manifest.batch_id for e in pending):
                 for asset in CERTIFIED_ASSETS:
                     platform.ledger.partitions.append(

@@ -60,8 +60,8 @@ from ...product.anomaly import ANOMALY_HELD
 from ...product.restatements import RESTATEMENT_HELD
 from ...product.slo import OBJECTIVES
 from ...store.clock import parse_ts
-from ...store.ledger import Ledger
-from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED, PartitionEvent
+from ...store.ledger.day_states import DayStates
+from ...store.ledger.partition_states import BUILT, CERTIFICATION_REFUSED, CERTIFIED
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
 from ...store.ledger.incidents import IncidentStore
@@ -76,7 +76,9 @@ class LedgerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         ledger = self.platform.ledger
-        staged = ledger.partitions.events(asset="stg_order_lines", states=(BUILT,))
+        # One read of the days this scrape reports on: staging's builds and the certified products.
+        states = ledger.partitions.states(assets=["stg_order_lines", *CERTIFIED_ASSETS])
+        staged = states.events((BUILT,), asset="stg_order_lines")
         processed = CounterMetricFamily("atlasmart_records_processed", "Rows through the quality gate (all builds).",
                                         labels=["layer"])
         processed.add_metric(["staging"], sum(e.detail.get("raw_rows", 0) for e in staged))
@@ -121,10 +123,10 @@ class LedgerCollector(Collector):
                                     "Midnight UTC (Unix time) of the oldest day since the first partition that "
                                     "consumers are not served.", labels=["asset"])
         for asset in CERTIFIED_ASSETS:
-            certs = ledger.partitions.events(asset=asset, states=(CERTIFIED,))
+            certs = states.events((CERTIFIED,), asset=asset)
             if certs:
                 last.add_metric([asset], parse_ts(certs[-1].recorded_at).timestamp())
-            served_days = ledger.partitions.served_map(asset)
+            served_days = states.served_map(asset)
             served.add_metric([asset], len(served_days))
             oldest = oldest_missing_day(served_days)
             missing.add_metric([asset], datetime(oldest.year, oldest.month, oldest.day, tzinfo=UTC).timestamp())
@@ -141,7 +143,7 @@ class LedgerCollector(Collector):
         for asset, n in sorted(Counter(r["asset"] for r in self.platform.step_retries()).items()):
             retries.add_metric([asset], n)
         yield retries
-        yield held_for_owner(ledger)
+        yield held_for_owner(states)
 
 
 def oldest_missing_day(served: Container[str], first: str = FIRST_SALES_DATE) -> date:
@@ -152,24 +154,23 @@ def oldest_missing_day(served: Container[str], first: str = FIRST_SALES_DATE) ->
     return day
 
 
-def held_for_owner(ledger: Ledger) -> GaugeMetricFamily:
-    """Days per certified asset whose newest certification decision is an owner's hold (one ledger read).
+def held_for_owner(states: DayStates) -> GaugeMetricFamily:
+    """Days per certified asset whose newest certification decision is an owner's hold.
 
     The newest decision counts, as in ``product.restatements.held_reasons``: a
     day decided since (certified, or refused for another reason, such as the
     owner's rejection of an anomaly) is no longer waiting.
     """
-    newest: dict[tuple[str, str], PartitionEvent] = {}
-    for event in ledger.partitions.events(states=(CERTIFIED, CERTIFICATION_REFUSED), assets=CERTIFIED_ASSETS):
-        newest[(event.asset, event.partition)] = event
     held: Counter[tuple[str, str]] = Counter()
-    for (asset, _), decision in newest.items():
-        if decision.state != CERTIFICATION_REFUSED:
-            continue
-        reasons = decision.detail.get("reasons", [])
-        kind = next((k for k, prefix in OWNER_HOLDS.items() if any(r.startswith(prefix) for r in reasons)), None)
-        if kind:
-            held[(asset, kind)] += 1
+    for asset in CERTIFIED_ASSETS:
+        for day in states.of_asset(asset):
+            decision = day.decisions[-1] if day.decisions else None
+            if decision is None or decision.state != CERTIFICATION_REFUSED:
+                continue
+            reasons = decision.detail.get("reasons", [])
+            kind = next((k for k, prefix in OWNER_HOLDS.items() if any(r.startswith(prefix) for r in reasons)), None)
+            if kind:
+                held[(asset, kind)] += 1
     family = GaugeMetricFamily("atlasmart_partitions_held", "Days whose certification waits for the data owner.",
                                labels=["asset", "reason"])
     for asset in CERTIFIED_ASSETS:

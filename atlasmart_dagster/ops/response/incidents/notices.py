@@ -267,8 +267,9 @@ def _day_status(day: str, status) -> str:
 
 def _last_known_good(platform: Platform, partitions: list[str]) -> list[dict[str, Any]]:
     out = []
+    states = platform.ledger.partitions.states(assets=CERTIFIED_ASSETS)  # every served day: the last good one
     for asset in CERTIFIED_ASSETS:
-        served = platform.ledger.partitions.served_map(asset)
+        served = states.served_map(asset)
         in_scope = {p: served[p] for p in partitions if p in served}
         earlier = sorted(p for p in served if not partitions or p < partitions[0])
         entry: dict[str, Any] = {"product": product_name(asset)}

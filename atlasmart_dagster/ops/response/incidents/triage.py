@@ -40,7 +40,6 @@ from ....product.slo import (
     scheduled_at,
 )
 from ....store.clock import format_ts, minutes_between, parse_ts
-from ....store.ledger.partition_states import BLOCKED_UPSTREAM, CERTIFIED
 from ....store.platform import Platform
 from ....product.published_controls import controls_of, fingerprints_of
 from ....store.tables import CERTIFIED_ASSETS, METRIC_GROSS_REVENUE, TABLES_BY_NAME
@@ -212,9 +211,10 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
     served: dict[str, str] = {}
     disputed = sorted({s["asset"] for s in incident.signals if s.get("asset") in DEFAULT_DASHBOARDS})
     dashboards = dashboard_findings(platform, disputed, incident.partitions)
+    states = ledger.partitions.states(incident.partitions)  # the incident's days, one read
     for partition in incident.partitions:
         served[partition] = describe_served(served_version_findings(platform, partition))
-        certified = all(ledger.partitions.served(asset, partition) for asset in CERTIFIED_ASSETS)
+        certified = states.all_served(CERTIFIED_ASSETS, partition)
         due[partition] = due_state(partition, now, certified)
         # the source is expected from its schedule plus the grace a healthy day needs (ready 08:04)
         expected_from = scheduled_at(partition) + SOURCE_LATE_GRACE
@@ -224,12 +224,12 @@ def classify(platform: Platform, incident: Incident) -> dict[str, Any]:
         found_before = len(mechanisms[SOURCE])
         batches = ledger.batches.list(partition)
         if source_expected:
-            blocked = ledger.partitions.events(asset="raw_order_lines", partition=partition, states=(BLOCKED_UPSTREAM,))
+            blocked = states.get("raw_order_lines", partition).blocked
             for event in blocked:
                 mechanisms[SOURCE].append(f"{partition}: run {event.run_id} blocked upstream at {event.recorded_at}: "
                                           + "; ".join(event.detail.get("problems", [])))
-            first_certified = min((e.recorded_at for e in ledger.partitions.events(
-                partition=partition, states=(CERTIFIED,), assets=CERTIFIED_ASSETS)), default=None)
+            first_certified = min((e.recorded_at for a in CERTIFIED_ASSETS
+                                   for e in states.get(a, partition).certifications), default=None)
             for batch in batches:
                 if first_certified is not None and batch["first_seen_at"] > first_certified:
                     # A re-send of a delivered day is measured against its own delivery, never

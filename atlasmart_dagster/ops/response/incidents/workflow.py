@@ -148,8 +148,10 @@ class IncidentWorkflow:
         ledger = self.platform.ledger
         keeps = {p: None if withdraw_served else _keeps_serving(self.platform, incident, p) for p in partitions}
         withdrawn, kept = [], []
+        # One read before any withdrawal: withdrawing one asset's day changes no other asset's served version.
+        states = ledger.partitions.states(partitions, assets)
         for asset in assets:
-            served = ledger.partitions.served_map(asset)
+            served = states.served_map(asset)
             for p in partitions:
                 if p not in served:
                     continue
@@ -402,7 +404,7 @@ def _keeps_serving(platform: Platform, incident: Incident, day: str) -> str | No
     data = [s for s in signals if s["kind"] != CONSUMER_REPORT]
     if not data:
         return None
-    events = platform.ledger.partitions.events(partition=day)
+    events = platform.ledger.partitions.states([day]).events()
     certified_runs = {e.run_id for e in events if e.state == CERTIFIED}
     candidate_runs = {e.run_id for e in events
                       if e.asset in DAILY_CHAIN and e.state in (BUILT, CERTIFICATION_REFUSED, BLOCKED_UPSTREAM)}
@@ -476,8 +478,9 @@ def _default_origin(incident: Incident, verdict: str) -> str:
 
 def _last_known_good(platform: Platform, partitions: list[str]) -> dict[str, Any]:
     out = {}
+    states = platform.ledger.partitions.states(assets=CERTIFIED_ASSETS)  # every day: the latest certified one
     for asset in CERTIFIED_ASSETS:
-        served = platform.ledger.partitions.served_map(asset)
+        served = states.served_map(asset)
         out[asset] = {
             "in_scope": {p: {"version": served[p].version, "fingerprint": served[p].certification.fingerprint,
                              "controls": served[p].certification.controls.to_json()
@@ -491,14 +494,14 @@ def _last_known_good(platform: Platform, partitions: list[str]) -> dict[str, Any
 def _uncertified_builds(platform: Platform, partitions: list[str]):
     """The newest build of each certified asset and day in scope that is not the one being served."""
     builds = []
+    states = platform.ledger.partitions.states(partitions, CERTIFIED_ASSETS)
     for asset in CERTIFIED_ASSETS:
-        served = platform.ledger.partitions.served_map(asset)
         for p in partitions:
-            events = platform.ledger.partitions.events(asset=asset, partition=p, states=(BUILT,))
-            if not events:
+            day = states.get(asset, p)
+            if not day.builds:
                 continue
-            newest = events[-1]
-            serving = served.get(p)
+            newest = day.builds[-1]
+            serving = day.served
             if serving is None or serving.certification.detail.get("built_event_id") != newest.id:
                 builds.append(newest)
     return builds
