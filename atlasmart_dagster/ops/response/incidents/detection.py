@@ -39,6 +39,7 @@ from ....product.pii import redact_for
 from ....product.restatements import RESTATEMENT_HELD
 from ....product.slo import SOURCE_LATE_GRACE, record_undelivered, scheduled_at
 from ....store.clock import format_ts
+from ....store.ledger.day_states import DayStates
 from ....store.ledger.partition_states import BLOCKED_UPSTREAM, BUILT, CERTIFICATION_REFUSED
 from ....store.platform import Platform
 from ....store.tables import CERTIFIED_ASSETS
@@ -83,13 +84,13 @@ def _slo_signals(platform: Platform) -> list[dict[str, Any]]:
     ]
 
 
-def _source_late_signals(platform: Platform, blocked: list, now: datetime) -> list[dict[str, Any]]:
+def _source_late_signals(states: DayStates, blocked: list, now: datetime) -> list[dict[str, Any]]:
     signals, seen = [], set()
     if not blocked:
         return signals
-    served = [platform.ledger.partitions.served_map(asset) for asset in CERTIFIED_ASSETS]
+    served = [states.served_map(asset) for asset in CERTIFIED_ASSETS]
     last_built: dict[str, int] = {}
-    for e in platform.ledger.partitions.events(asset="raw_order_lines", states=(BUILT,)):
+    for e in states.events((BUILT,), asset="raw_order_lines"):
         last_built[e.partition] = max(e.id, last_built.get(e.partition, e.id))
     for event in blocked:
         partition = event.partition
@@ -139,8 +140,8 @@ def _source_rejected_signals(blocked: list) -> list[dict[str, Any]]:
     return signals
 
 
-def _run_failure_signals(platform: Platform, instance: dg.DagsterInstance) -> list[dict[str, Any]]:
-    blocked_runs = {e.run_id for e in platform.ledger.partitions.events(states=(BLOCKED_UPSTREAM,))}
+def _run_failure_signals(platform: Platform, states: DayStates, instance: dg.DagsterInstance) -> list[dict[str, Any]]:
+    blocked_runs = {e.run_id for e in states.events((BLOCKED_UPSTREAM,))}
     signals = []
     for record in instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE])):
         run = record.dagster_run
@@ -158,16 +159,16 @@ def _run_failure_signals(platform: Platform, instance: dg.DagsterInstance) -> li
     return signals
 
 
-def _restatement_signals(platform: Platform) -> list[dict[str, Any]]:
+def _restatement_signals(states: DayStates) -> list[dict[str, Any]]:
     """A re-send the restatement guard held: certified figures would move beyond tolerance."""
     signals, seen = [], set()
-    for event in platform.ledger.partitions.events(states=(CERTIFICATION_REFUSED,), assets=CERTIFIED_ASSETS):
+    for event in states.events((CERTIFICATION_REFUSED,), assets=CERTIFIED_ASSETS):
         reason = next((r for r in event.detail.get("reasons", []) if r.startswith(RESTATEMENT_HELD)), None)
         key = f"restatement:{event.partition}:{event.run_id}"
         if reason is None or key in seen:
             continue
         seen.add(key)
-        served = platform.ledger.partitions.served(event.asset, event.partition)
+        served = states.served(event.asset, event.partition)
         signals.append({
             "key": key,
             "kind": "restatement_held",
@@ -180,10 +181,10 @@ def _restatement_signals(platform: Platform) -> list[dict[str, Any]]:
     return signals
 
 
-def _anomaly_signals(platform: Platform) -> list[dict[str, Any]]:
+def _anomaly_signals(states: DayStates) -> list[dict[str, Any]]:
     """A day the anomaly guard held: its figures are far from its certified history."""
     signals, seen = [], set()
-    for event in platform.ledger.partitions.events(states=(CERTIFICATION_REFUSED,), assets=CERTIFIED_ASSETS):
+    for event in states.events((CERTIFICATION_REFUSED,), assets=CERTIFIED_ASSETS):
         reason = next((r for r in event.detail.get("reasons", []) if r.startswith(ANOMALY_HELD)), None)
         key = f"anomaly:{event.partition}:{event.run_id}"
         if reason is None or key in seen:
@@ -239,15 +240,18 @@ def _raw_evidence_lost_signals(platform: Platform) -> list[dict[str, Any]]:
     return signals
 
 
-def collect_signals(platform: Platform, instance: dg.DagsterInstance | None = None) -> list[dict[str, Any]]:
+def collect_signals(platform: Platform, instance: dg.DagsterInstance | None = None,
+                    states: DayStates | None = None) -> list[dict[str, Any]]:
+    """Every piece of evidence of trouble, from ``states`` (every day's read model; read here when not given)."""
     now = platform.clock.now()
-    # the raw layer's BLOCKED_UPSTREAM events, read once: a waiting day may be late, a refused one is wrong
-    blocked = platform.ledger.partitions.events(asset="raw_order_lines", states=(BLOCKED_UPSTREAM,))
-    signals = (_check_signals(platform) + _slo_signals(platform) + _source_late_signals(platform, blocked, now)
-               + _source_rejected_signals(blocked) + _restatement_signals(platform) + _anomaly_signals(platform)
+    states = states or platform.ledger.partitions.states()
+    # the raw layer's BLOCKED_UPSTREAM events: a waiting day may be late, a refused one is wrong
+    blocked = states.events((BLOCKED_UPSTREAM,), asset="raw_order_lines")
+    signals = (_check_signals(platform) + _slo_signals(platform) + _source_late_signals(states, blocked, now)
+               + _source_rejected_signals(blocked) + _restatement_signals(states) + _anomaly_signals(states)
                + _raw_evidence_lost_signals(platform))
     if instance is not None:
-        signals += _run_failure_signals(platform, instance)
+        signals += _run_failure_signals(platform, states, instance)
     return signals
 
 
@@ -298,11 +302,12 @@ def route(
     return incident.id
 
 
-def record_missed_deadlines(platform: Platform, now: datetime) -> list[str]:
+def record_missed_deadlines(platform: Platform, now: datetime, states: DayStates | None = None) -> list[str]:
     """Record the availability miss of every day the daily delivery tried but has not certified by its deadline."""
     ledger = platform.ledger
+    states = states or ledger.partitions.states(assets=["raw_order_lines"])
     days = {p["partition"] for p in ledger.runs.phases() if p["lane"] == CURRENT}
-    days |= {e.partition for e in ledger.partitions.events(asset="raw_order_lines") if e.lane == CURRENT}
+    days |= {e.partition for e in states.events(asset="raw_order_lines") if e.lane == CURRENT}
     return [day for day in sorted(days) if record_undelivered(ledger, day, now) is not None]
 
 
@@ -310,10 +315,12 @@ def detect(platform: Platform, instance: dg.DagsterInstance | None = None, actor
     """Record missed deadlines, collect signals and route the new ones; returns the ids of incidents opened or updated."""
     store = IncidentStore(platform.ledger)
     at = platform.clock.now()
-    record_missed_deadlines(platform, at)
+    # One read of every day for the whole tick: deadlines write SLO records only, never partition events.
+    states = platform.ledger.partitions.states()
+    record_missed_deadlines(platform, at, states)
     touched = []
     seen = store.seen_signal_keys()
-    for signal in collect_signals(platform, instance):
+    for signal in collect_signals(platform, instance, states):
         if signal["key"] in seen:
             continue
         incident_id = route(store, signal, at, actor, seen)

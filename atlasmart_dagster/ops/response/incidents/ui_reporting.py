@@ -65,6 +65,7 @@ from ....defs.checks.certification_checks import after_days_changed
 from ....defs.checks.open_incidents import OPEN_INCIDENTS
 from ....defs.checks.said import report_unless_said
 from ....defs.partitions import daily_partitions
+from ....store.ledger.day_states import DayStates
 from ....store.ledger.incidents import RESOLVED, Incident, IncidentStore, UnknownIncident
 from ....store.platform import Platform
 from ....store.tables import CERTIFIED_ASSETS, DAILY_CHAIN
@@ -206,12 +207,12 @@ class _State:
                 "triage_verdict": self.verdict, "impact": self.impact, "served_now": self.day_status}
 
 
-def _served_version(platform: Platform, asset: str, day: str | None) -> str | None:
+def _served_version(states: DayStates, asset: str, day: str | None) -> str | None:
     """For a certified product or its served asset and a day: the version consumers read, in words."""
     product = product_of(asset)
     if day is None or product not in CERTIFIED_ASSETS:
         return None
-    served = platform.ledger.partitions.served(product, day)
+    served = states.served(product, day)
     if served is None:
         return f"{product_name(product)}: nothing served for {day}"
     return f"{product_name(product)}: version {served.version}, certified {served.certified_at}"
@@ -222,11 +223,11 @@ def _open_on(open_states: Iterable[_State], asset: str, day: str | None) -> list
     return [s.incident.id for s in open_states if ((asset, day) in s.targets if day else asset in s.assets())]
 
 
-def _observation(platform: Platform, state: _State, asset: str, day: str | None,
+def _observation(platform: Platform, states: DayStates, state: _State, asset: str, day: str | None,
                  open_states: Sequence[_State]) -> dg.AssetObservation:
     incident = state.incident
     served_now = state.served_now(day)
-    version = _served_version(platform, asset, day)
+    version = _served_version(states, asset, day)
     open_here = _open_on(open_states, asset, day)
     impact = state.impact_per_day.get(day) if day else None
     if impact and incident.status == RESOLVED:
@@ -357,10 +358,13 @@ def show_incidents_in_ui(
         evaluation = open_incidents_evaluation(asset, list(states.values()))
         if report_unless_said(instance, platform, evaluation, _says_same):
             shown.evaluations.append(evaluation)
+    # What consumers are served on every day the observations name, read once.
+    served_days = platform.ledger.partitions.states(
+        sorted({day for i in changed for _, day in states[i.id].targets if day}), CERTIFIED_ASSETS)
     for incident in changed:
         state = states[incident.id]
         for asset, day in state.targets:
-            observation = _observation(platform, state, asset, day, open_states)
+            observation = _observation(platform, served_days, state, asset, day, open_states)
             instance.report_runless_asset_event(observation)
             shown.observations.append(observation)
         shown.incidents.append(incident.id)
