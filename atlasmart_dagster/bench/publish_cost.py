@@ -11,7 +11,12 @@ cold process, then the certification of its run (``atlasmart certify --run``)
 in a process of its own. Time to certified is the two processes' wall times
 added (run start -> every day CERTIFIED and served), as in the benchmark's
 headline (``user_paths.cli_ours``). Two arms, on the same generated data, A/B
-interleaved (the order alternates from pair to pair):
+interleaved (the order alternates from pair to pair). By default both arms of
+a pair certify the same materialization (the home is copied aside after the
+run and back before the second arm), so the pair differs in the certification
+only, the one place the branch is published; a range run's wall time on
+shared cores spreads by far more than the branch costs. ``--separate-runs``
+materializes for each arm instead:
 
 * **with the branch**: the certification is ``atlasmart certify`` exactly; its
   publish step (``certified_branch.converge``, which ``certify_run`` calls
@@ -125,31 +130,38 @@ def _module_command(*args: str) -> list[str]:
     return [sys.executable, "-m", MODULE, *args]
 
 
-def measure_arm(arm: str, landing: Path, home: Path, days: list[str], first_day: str, expected: dict) -> dict:
-    """One arm on a fresh home: materialize the range, certify its run (with or without the branch), check it."""
+def materialize(landing: Path, home: Path, days: list[str], first_day: str) -> tuple[dict, dict[str, str], str | None]:
+    """A fresh home, then ``dagster asset materialize`` of the chain over ``days``: (figures, environment, run id)."""
     from ..store.tables import DAILY_CHAIN
     from . import user_paths
-    from .runner import _check
 
     if home.exists():
         shutil.rmtree(home)
     env = user_paths.ours_environment(landing, home, first_day, None)
-    record = home / "bench-certify.json"
-    result: dict = {"arm": arm, "days": len(days), "load_materialize": user_paths.load_average()}
+    result: dict = {"days": len(days), "load_materialize": user_paths.load_average()}
     code, _, err, wall, peak = user_paths.run_measured(
         [str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", user_paths.OURS_MODULE,
          "--select", ",".join(DAILY_CHAIN), *user_paths.partition_args(days)], env)
     result.update(materialize_seconds=round(wall, 3), materialize_peak_rss_mb=round(peak))
     run_id = re.search(r" - ([0-9a-f-]{36}) - .*RUN_SUCCESS", err)
     if code or not run_id:
-        return {**result, "correct": False, "failure": err[-500:]}
-    result["load_certify"] = user_paths.load_average()
+        return {**result, "correct": False, "failure": err[-500:]}, env, None
+    return result, env, run_id.group(1)
+
+
+def certify_arm(arm: str, env: dict[str, str], run_id: str, days: list[str], expected: dict) -> dict:
+    """Certify ``run_id`` with or without the branch, in a process of its own, timed; then check what it left."""
+    from . import user_paths
+    from .runner import _check
+
+    home = Path(env["ATLASMART_HOME"])
+    record = home / "bench-certify.json"
+    result: dict = {"arm": arm, "load_certify": user_paths.load_average()}
     code, _, err, wall, peak = user_paths.run_measured(
-        _module_command("certify", "--run", run_id.group(1), "--record", str(record),
+        _module_command("certify", "--run", run_id, "--record", str(record),
                         *([] if arm == WITH else ["--without-branch"])), env)
     inside = json.loads(record.read_text()) if record.exists() else {}
     result.update(certify_seconds=round(wall, 3), certify_peak_rss_mb=round(peak),
-                  time_to_certified_seconds=round(result["materialize_seconds"] + wall, 3),
                   publish_seconds=inside.get("publish_seconds"), publish_calls=inside.get("publish_calls"))
     if code or inside.get("exit_code") != 0:
         return {**result, "correct": False, "failure": err[-500:]}
@@ -164,10 +176,39 @@ def measure_arm(arm: str, landing: Path, home: Path, days: list[str], first_day:
         result.update(publish_later_seconds=json.loads(later.read_text())["publish_seconds"] if not code else None,
                       publish_later_process_seconds=round(wall, 3))
         branch_ok = branch_ok and not code and all(h == days for h in _branch_days(env).values())
-    result.update(certified=len(controls), branch_ok=branch_ok,
-                  correct=branch_ok and set(days) <= set(controls) and _check(expected, controls, days))
+    return {**result, "certified": len(controls), "branch_ok": branch_ok,
+            "correct": branch_ok and set(days) <= set(controls) and _check(expected, controls, days)}
+
+
+def measure_pair(pair: int, landing: Path, workdir: Path, days: list[str], first_day: str, expected: dict,
+                 shared: bool) -> list[dict]:
+    """Both arms, in this pair's order; ``shared``: on one materialization (the home copied back between arms)."""
+    arms = ARMS if pair % 2 == 0 else ARMS[::-1]
+    home = workdir / f"home_{len(days)}_{pair}"
+    runs = []
+    if shared:
+        made, env, run_id = materialize(landing, home, days, first_day)
+        saved = workdir / f"saved_{len(days)}_{pair}"
+        if run_id:
+            shutil.rmtree(saved, ignore_errors=True)
+            shutil.copytree(home, saved, symlinks=True)
+        for n, arm in enumerate(arms):
+            if run_id and n:  # the second arm certifies the same run from the same state
+                shutil.rmtree(home)
+                shutil.copytree(saved, home, symlinks=True)
+            runs.append({"pair": pair, "arm": arm, **made,
+                         **(certify_arm(arm, env, run_id, days, expected) if run_id else {})})
+        shutil.rmtree(saved, ignore_errors=True)
+    else:
+        for arm in arms:
+            made, env, run_id = materialize(landing, home, days, first_day)
+            runs.append({"pair": pair, "arm": arm, **made,
+                         **(certify_arm(arm, env, run_id, days, expected) if run_id else {})})
+    for r in runs:
+        if "certify_seconds" in r:
+            r["time_to_certified_seconds"] = round(r["materialize_seconds"] + r["certify_seconds"], 3)
     shutil.rmtree(home, ignore_errors=True)  # a year's home is gigabytes; the figures are kept
-    return result
+    return runs
 
 
 def _branch_days(env: dict[str, str]) -> dict[str, list[str] | None]:
@@ -188,10 +229,16 @@ def summarize(runs: list[dict]) -> dict:
     shares = [r["publish_seconds"] / r["time_to_certified_seconds"] for r in runs
               if r["arm"] == WITH and r.get("publish_seconds") is not None]
     share = round(statistics.median(shares), 4) if shares else None
+    by_pair: dict[int, dict[str, float]] = {}
+    for r in runs:
+        if r.get("certify_seconds") is not None:
+            by_pair.setdefault(r["pair"], {})[r["arm"]] = r["certify_seconds"]
+    certify_differences = [p[WITH] - p[WITHOUT] for p in by_pair.values() if len(p) == 2]
     return {
         "time_to_certified_with": with_s, "time_to_certified_without": without_s,
         "difference_seconds": round(with_s - without_s, 3) if with_s and without_s else None,
         "difference_share": round((with_s - without_s) / without_s, 4) if with_s and without_s else None,
+        "certify_difference_seconds": round(statistics.median(certify_differences), 3) if certify_differences else None,
         "publish_seconds": publish_s, "publish_share": share,
         "publish_later_seconds": median(WITHOUT, "publish_later_seconds"),
         "target": TARGET, "met": None if share is None else share <= TARGET,
@@ -199,8 +246,13 @@ def summarize(runs: list[dict]) -> dict:
     }
 
 
-def measure(workdir: Path, days: int, rows: int, pairs: int, data: Path | None = None) -> dict:
-    """``pairs`` interleaved pairs of arms over the first ``days`` days of ``data`` (generated when None)."""
+def measure(workdir: Path, days: int, rows: int, pairs: int, data: Path | None = None, shared: bool = True) -> dict:
+    """``pairs`` interleaved pairs of arms over the first ``days`` days of ``data`` (generated when None).
+
+    ``shared``: both arms of a pair certify one materialization (the home is
+    copied back between them), so their difference is the certification's
+    alone; else each arm materializes on its own fresh home.
+    """
     from ..defs.partitions import FIRST_SALES_DATE
     from .generator import generate
     from .runner import _first_day, machine
@@ -218,18 +270,20 @@ def measure(workdir: Path, days: int, rows: int, pairs: int, data: Path | None =
     first_day = min(all_days[0], FIRST_SALES_DATE)
     runs = []
     for pair in range(pairs):
-        for arm in ARMS if pair % 2 == 0 else ARMS[::-1]:
-            runs.append({"pair": pair, **measure_arm(arm, data / "landing", workdir / f"home_{days}_{pair}_{arm[:4]}",
-                                                      chosen, first_day, expected)})
-            print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+        for r in measure_pair(pair, data / "landing", workdir, chosen, first_day, expected, shared):
+            runs.append(r)
+            print(json.dumps(r), file=sys.stderr, flush=True)
     rows_per_day = expected["days"][chosen[0]]["rows"]
     return {"machine": machine(), "days": days, "rows_per_day": rows_per_day, "pairs": pairs, "runs": runs,
-            **summarize(runs)}
+            "shared_materialization": shared, **summarize(runs)}
 
 
 def markdown(report: dict) -> str:
     """One row per measured process pair, then the medians: the table bench/RESULTS.md keeps."""
-    lines = ["| days × rows | pair | arm | materialize s | certify s | time to certified s | publish step s "
+    pairing = ("both arms of a pair certify one materialization" if report.get("shared_materialization")
+               else "each arm materializes on its own home")
+    lines = [f"Pairs: {pairing}; the order alternates from pair to pair.", "",
+             "| days × rows | pair | arm | materialize s | certify s | time to certified s | publish step s "
              "| publish later s | load (materialize; certify) | correct |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["runs"]:
         lines.append(
@@ -240,7 +294,8 @@ def markdown(report: dict) -> str:
     share, diff = report["publish_share"], report["difference_share"]
     lines += ["", f"Medians: time to certified {report['time_to_certified_with']} s with the branch, "
               f"{report['time_to_certified_without']} s without (difference {report['difference_seconds']} s, "
-              f"{'-' if diff is None else f'{diff:+.1%}'}); the publish step inside the run "
+              f"{'-' if diff is None else f'{diff:+.1%}'}; certification process with - without, per pair: "
+              f"{report['certify_difference_seconds']} s); the publish step inside the run "
               f"{report['publish_seconds']} s, {'-' if share is None else f'{share:.1%}'} of time to certified "
               f"(target ≤ {TARGET:.0%}: {'met' if report['met'] else 'not met'})."]
     return "\n".join(lines) + "\n"
@@ -256,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pairs", type=int, default=1, help="pairs of (with, without), order alternating")
     p.add_argument("--data", help="a folder `atlasmart generate` wrote (landing/, expected.json); default: generate")
     p.add_argument("--workdir", required=True, help="scratch folder for data and homes")
+    p.add_argument("--separate-runs", action="store_true",
+                   help="each arm materializes on its own home (default: a pair's arms certify one materialization)")
     p.add_argument("--out", help="also write the JSON report here")
     p.add_argument("--markdown", action="store_true", help="print the table for bench/RESULTS.md instead of JSON")
     p = sub.add_parser("certify", help="(inside a measurement) atlasmart certify, the publish step timed")
@@ -273,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "branch-days":
         print(json.dumps(branch_days()))
         return 0
-    report = measure(Path(args.workdir), args.days, args.rows, args.pairs, Path(args.data) if args.data else None)
+    report = measure(Path(args.workdir), args.days, args.rows, args.pairs, Path(args.data) if args.data else None,
+                     shared=not args.separate_runs)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(markdown(report) if args.markdown else json.dumps(report, indent=2))
