@@ -246,12 +246,15 @@ def summarize(runs: list[dict]) -> dict:
     }
 
 
-def measure(workdir: Path, days: int, rows: int, pairs: int, data: Path | None = None, shared: bool = True) -> dict:
+def measure(workdir: Path, days: int, rows: int, pairs: int, data: Path | None = None, shared: bool = True,
+            first_pair: int = 0) -> dict:
     """``pairs`` interleaved pairs of arms over the first ``days`` days of ``data`` (generated when None).
 
     ``shared``: both arms of a pair certify one materialization (the home is
     copied back between them), so their difference is the certification's
-    alone; else each arm materializes on its own fresh home.
+    alone; else each arm materializes on its own fresh home. ``first_pair``
+    numbers the pairs on from an earlier invocation, so the order keeps
+    alternating (an odd pair runs without the branch first).
     """
     from ..defs.partitions import FIRST_SALES_DATE
     from .generator import generate
@@ -269,13 +272,23 @@ def measure(workdir: Path, days: int, rows: int, pairs: int, data: Path | None =
     chosen = all_days[:days]
     first_day = min(all_days[0], FIRST_SALES_DATE)
     runs = []
-    for pair in range(pairs):
+    for pair in range(first_pair, first_pair + pairs):
         for r in measure_pair(pair, data / "landing", workdir, chosen, first_day, expected, shared):
             runs.append(r)
             print(json.dumps(r), file=sys.stderr, flush=True)
     rows_per_day = expected["days"][chosen[0]]["rows"]
     return {"machine": machine(), "days": days, "rows_per_day": rows_per_day, "pairs": pairs, "runs": runs,
             "shared_materialization": shared, **summarize(runs)}
+
+
+def merge(reports: list[dict]) -> dict:
+    """Several invocations' reports of one size (``--first-pair`` going on) as one: their runs, summarized anew."""
+    if len({(r["days"], r["rows_per_day"], r.get("shared_materialization")) for r in reports}) != 1:
+        raise SystemExit("the reports differ in days, rows per day or pairing: merge only one kind")
+    runs = [run for r in reports for run in r["runs"]]
+    if len({run["pair"] for run in runs}) * 2 != len(runs):
+        raise SystemExit("the reports repeat a pair number: go on with --first-pair")
+    return {**reports[0], "pairs": len(runs) // 2, "runs": runs, **summarize(runs)}
 
 
 def markdown(report: dict) -> str:
@@ -306,15 +319,19 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("measure", help="interleaved pairs of arms; JSON report on stdout (--markdown: the table)")
-    p.add_argument("--days", type=int, required=True)
+    p.add_argument("--days", type=int, required=True, help="days in the range (the first ones of --data)")
     p.add_argument("--rows", type=int, default=100_000, help="rows per day when the data is generated")
     p.add_argument("--pairs", type=int, default=1, help="pairs of (with, without), order alternating")
+    p.add_argument("--first-pair", type=int, default=0,
+                   help="number of the first pair, to go on from an earlier invocation (odd: without the branch first)")
     p.add_argument("--data", help="a folder `atlasmart generate` wrote (landing/, expected.json); default: generate")
     p.add_argument("--workdir", required=True, help="scratch folder for data and homes")
     p.add_argument("--separate-runs", action="store_true",
                    help="each arm materializes on its own home (default: a pair's arms certify one materialization)")
     p.add_argument("--out", help="also write the JSON report here")
     p.add_argument("--markdown", action="store_true", help="print the table for bench/RESULTS.md instead of JSON")
+    p = sub.add_parser("table", help="the markdown table of one or more JSON reports of the same size, merged")
+    p.add_argument("reports", nargs="+")
     p = sub.add_parser("certify", help="(inside a measurement) atlasmart certify, the publish step timed")
     p.add_argument("--run", required=True)
     p.add_argument("--record", required=True)
@@ -327,11 +344,14 @@ def main(argv: list[str] | None = None) -> int:
         return certify(args.run, not args.without_branch, Path(args.record))
     if args.command == "publish-later":
         return publish_later(Path(args.record))
+    if args.command == "table":
+        print(markdown(merge([json.loads(Path(r).read_text()) for r in args.reports])))
+        return 0
     if args.command == "branch-days":
         print(json.dumps(branch_days()))
         return 0
     report = measure(Path(args.workdir), args.days, args.rows, args.pairs, Path(args.data) if args.data else None,
-                     shared=not args.separate_runs)
+                     shared=not args.separate_runs, first_pair=args.first_pair)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(markdown(report) if args.markdown else json.dumps(report, indent=2))

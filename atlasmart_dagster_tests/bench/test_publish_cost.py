@@ -5,7 +5,7 @@ import json
 import pytest
 
 from atlasmart_dagster.bench import publish_cost
-from atlasmart_dagster.bench.publish_cost import WITH, WITHOUT, markdown, summarize
+from atlasmart_dagster.bench.publish_cost import WITH, WITHOUT, markdown, merge, summarize
 
 
 def run(arm: str, pair: int, seconds: float, publish: float | None = None, correct: bool = True) -> dict:
@@ -36,6 +36,18 @@ def test_a_with_run_that_did_not_time_its_publish_step_meets_nothing():
 def test_one_wrong_arm_makes_the_whole_measurement_incorrect():
     assert not summarize([run(WITH, 0, 42.0, 1.0), run(WITHOUT, 0, 40.0, correct=False)])["all_correct"]
     assert not summarize([])["all_correct"]
+
+
+def test_reports_merge_only_when_they_go_on_from_each_other():
+    first = {"days": 365, "rows_per_day": 100_000, "shared_materialization": True,
+             "runs": [run(WITH, 0, 800.0, 2.8), run(WITHOUT, 0, 798.0)]}
+    second = {**first, "runs": [run(WITHOUT, 1, 700.0), run(WITH, 1, 703.0, 2.6)]}
+    merged = merge([first, second])
+    assert merged["pairs"] == 2 and merged["publish_seconds"] == 2.7
+    with pytest.raises(SystemExit, match="first-pair"):
+        merge([first, first])
+    with pytest.raises(SystemExit, match="one kind"):
+        merge([first, {**second, "days": 30}])
 
 
 def test_the_without_arm_refuses_to_run_if_certification_no_longer_publishes_through_converge(tmp_path, monkeypatch):
