@@ -67,10 +67,10 @@ def test_both_arms_certify_every_day_and_only_the_with_arm_publishes_inside_the_
     report = json.loads((tmp_path / "report.json").read_text())
     with_run, without_run = (next(r for r in report["runs"] if r["arm"] == arm) for arm in (WITH, WITHOUT))
     assert report["all_correct"] and with_run["certified"] == without_run["certified"] == 2
-    # the with arm timed the real publish inside `atlasmart certify`; the without arm published nothing there,
-    # and its branch converged afterwards, as the next tick would publish it
+    # the with arm timed the real publish inside `atlasmart certify`; the without arm reached the same call and
+    # published nothing there, and its branch converged afterwards, as the next tick would publish it
     assert with_run["publish_calls"] == 1 and 0 < with_run["publish_seconds"] < with_run["certify_seconds"]
-    assert without_run["publish_calls"] == 0 and without_run["publish_seconds"] is None
+    assert without_run["publish_calls"] == 1 and without_run["publish_seconds"] is None  # reached, left out
     assert without_run["publish_later_seconds"] > 0 and without_run["branch_ok"]
     assert 0 < report["publish_share"] < 1 and report["time_to_certified_without"] > 0
     for r in report["runs"]:
