@@ -177,7 +177,7 @@ def play_daily_load(world: DrillWorld, timeline: Timeline) -> dict[str, Any]:
     controls = day_states.served(MART_FINANCE_DAILY_SALES.name, DAY).certification.controls
     world.signal("certified", f"{DAY} certified v1, controls {controls}", assets=sorted(d.asset for d in decisions if d.certified))
     world.signal("slo", "; ".join(r.describe() for r in slo))
-    published_once = sum(1 for e in day.events(asset="fact_sales") if e.run_id == load.run_id)
+    published_once = sum(1 for e in day_states.events(asset="fact_sales") if e.run_id == load.run_id)
     return {
         "timeline": {"ready_at": timeline.ready, "run_started": timeline.start, "run_finished": timeline.finish,
                      "certified": timeline.certify, "scheduled": SCHEDULED},

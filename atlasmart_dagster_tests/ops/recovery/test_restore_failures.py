@@ -6,6 +6,7 @@ every copy and rename of backup and restore passes, empty in production.
 """
 
 import errno
+from contextlib import contextmanager
 import json
 import os
 import re
@@ -44,6 +45,16 @@ def damaged(tmp_path_factory):
     return env, Path(manifest["path"])
 
 
+@contextmanager
+def hooked(*hooks):
+    """Register ``hooks`` on the seam backup and restore share (the one ``FILE_HOOKS`` list), then remove them."""
+    recovery.FILE_HOOKS.extend(hooks)
+    try:
+        yield
+    finally:
+        del recovery.FILE_HOOKS[:]
+
+
 def _raise_on(errno_code: int, after: int = 0):
     """A hook failing every copy or rename after the first ``after`` with ``errno_code``; it records each call."""
     calls = []
@@ -73,8 +84,7 @@ def test_a_backup_missing_a_file_is_refused_before_anything_is_touched(damaged, 
     before_home, before_parent = tree(env.home), sorted(p.name for p in env.home.parent.iterdir())
     copies = _raise_on(errno.ENOSPC, after=10**9)  # never fails; counts what restore wrote
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(recovery, "FILE_HOOKS", [copies])
+    with hooked(copies):
         with pytest.raises(recovery.RecoveryError) as refused:
             recovery.restore(incomplete, env.platform.home, env.platform.clock.now())
 
@@ -93,8 +103,7 @@ def test_a_failure_while_staging_leaves_the_home_untouched(damaged, failure, aft
     before_home, before_parent = tree(env.home), sorted(p.name for p in env.home.parent.iterdir())
     hook = _raise_on(failure, after)
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(recovery, "FILE_HOOKS", [hook])
+    with hooked(hook):
         with pytest.raises(recovery.RecoveryError) as stopped:
             recovery.restore(backup, env.platform.home, env.platform.clock.now())
 
@@ -133,8 +142,7 @@ def test_a_failed_swap_puts_the_home_back(damaged, failing):
             failed.append(source)
             raise OSError(errno.EBUSY, os.strerror(errno.EBUSY))
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(recovery, "FILE_HOOKS", [rename_fails])
+    with hooked(rename_fails):
         with pytest.raises(recovery.RecoveryError) as stopped:
             recovery.restore(backup, env.platform.home, env.platform.clock.now())
 
@@ -186,8 +194,7 @@ def test_restore_swaps_in_the_staged_home_and_keeps_the_damaged_one_beside_it(en
             raise OSError(errno.EBUSY, os.strerror(errno.EBUSY))
 
     base = ["--home", str(env.home), "--landing", str(env.landing), "--json"]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(recovery, "FILE_HOOKS", [locks_stuck])
+    with hooked(locks_stuck):
         assert main([*base, "restore", manifest["path"]]) == 0
     report = json.loads(capsys.readouterr().out)
 
@@ -205,8 +212,7 @@ def test_restore_swaps_in_the_staged_home_and_keeps_the_damaged_one_beside_it(en
 
 def test_backup_on_a_full_disk_is_one_clean_error_and_leaves_no_partial_backup(loaded_env_for_backup):
     env = loaded_env_for_backup
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(recovery, "FILE_HOOKS", [_raise_on(errno.ENOSPC, after=3)])
+    with hooked(_raise_on(errno.ENOSPC, after=3)):
         with pytest.raises(recovery.RecoveryError, match="No space left on device") as stopped:
             recovery.backup(env.platform, env.root / "full")
     assert "\n" not in str(stopped.value)
