@@ -188,8 +188,10 @@ def test_after_a_withdrawal_inside_a_range_no_row_names_a_range_across_the_withd
             for key in [dg.AssetCheckKey(served, CERTIFICATION_STATE), *SLO_CHECK_KEYS[:4]]
             for r in check_history(env, served.to_user_string(), key.name)]
     assert rows and all(r.asset_key == served for r in rows)
-    for row in rows:
-        for start, end in re.findall(r"(\d{4}-\d\d-\d\d)\.\.\.(\d{4}-\d\d-\d\d)", row.description or ""):
-            assert not start <= DAY <= end, row.description  # the withdrawn day is never inside a range
+    ranges = [(start, end, row.description) for row in rows
+              for start, end in re.findall(r"(\d{4}-\d\d-\d\d)\.\.\.(\d{4}-\d\d-\d\d)", row.description or "")]
+    assert ranges, "no row named a range of days: the check below would pass empty"
+    for start, end, description in ranges:
+        assert not start <= DAY <= end, description  # the withdrawn day is never inside a range
     slo = [r for r in rows if r.check_name == "slo_freshness"]
     assert sorted(r.description.split(" NOT MEASURED")[0] for r in slo) == ["2026-09-17...2026-09-19, 2026-09-21", DAY]
