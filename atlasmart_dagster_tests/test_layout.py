@@ -286,6 +286,11 @@ def _folder(name: str) -> str:
     return name if _is_package(name) else name.rpartition(".")[0]
 
 
+# The one tie, on the top floor: `atlasmart bench` is a command (cli -> bench), and the publishing-cost benchmark
+# times the user's own `atlasmart certify` in its process (bench/publish_cost.py -> cli.main).
+ALLOWED_TIES = {("bench", "cli"): "the benchmark runs the command it measures"}
+
+
 def test_no_two_folders_tie_each_other():
     """No two folders import each other (``incidents`` and ``notifications`` once did): one of them is the
     lower. A folder and its own subfolder are one concern (a registry of kinds) and are not held to it."""
@@ -301,7 +306,8 @@ def test_no_two_folders_tie_each_other():
         return a == "" or b == "" or a.startswith(b + ".") or b.startswith(a + ".")
 
     ties = sorted({tuple(sorted((a, b))) for a, b in edges if (b, a) in edges and not nested(a, b)})
-    assert not ties, f"folders that import each other: {ties}"
+    assert [t for t in ties if t not in ALLOWED_TIES] == [], f"folders that import each other: {ties}"
+    assert set(ALLOWED_TIES) <= set(ties), "an allowed tie is gone: remove it from ALLOWED_TIES"
 
 
 def test_no_room_holds_over_15_percent_of_the_package():
