@@ -35,6 +35,7 @@ PRIVATE_ADAPTERS = {
     "ops.runs.dagster_backfill_adapter": "dagster",
     "store.instance.dagster_sqlite_adapter": "dagster",
     "defs.dagster_interrupts_adapter": "dagster",
+    "defs.dagster_event_adapter": "dagster",
 }
 WATCHED_LIBRARIES = ("dagster", "pyiceberg", "argparse")
 

@@ -10,7 +10,13 @@ is kept equal to the ledger's served state:
   ``RESTATEMENT_PENDING`` / ``RESTATEMENT_HELD`` while still serving vN) is
   **materialized**, with the served version, fingerprint, snapshot, when it was
   certified and by which run as the materialization's metadata; a new
-  materialization is reported only when the served certification changes;
+  materialization is reported only when the served certification changes. It
+  is recorded in the run that built the served version, when that run is in
+  this instance (``dagster_event_adapter.py``), so the day's page names that
+  run and its job in its header; otherwise (a migrated or restored home, a run
+  on an ephemeral instance) it is runless and the header reads "Run None".
+  The served checks name the materialization they judge, so they read against
+  it (``defs/checks/said.py``);
 * a day with nothing served (never certified, delayed, withdrawn with no
   earlier version) is **missing**: when certification is withdrawn its
   materializations are wiped (see ``sync_served_partitions``).
@@ -32,6 +38,7 @@ import dagster as dg
 from ...store.ledger.partition_states import ServedVersion
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
+from ..dagster_event_adapter import report_materialization_in_run
 from ..partitions import daily_partitions
 
 SERVED_PREFIX = "served_"
@@ -76,10 +83,9 @@ SERVED_ASSETS = tuple(spec.key.to_user_string() for spec in SERVED_SPECS)
 def served_metadata(served: ServedVersion) -> dict:
     """The materialization metadata of a served day (text ids: the UI plots numbers).
 
-    The materialization is reported without a run (certification happens after
-    the run that built the day, never inside it), so the day's page reads "Run
-    None" and "Job None" in its header; ``certified_by_run`` is the run to
-    follow, as a run entry, which the UI shows as a link to that run.
+    ``certified_by_run`` is a run entry, which the UI shows as a link to the
+    run that built the served version (the run the day's header names, when
+    this instance has it).
     """
     cert = served.certification
     return {
@@ -134,6 +140,7 @@ def sync_served_partitions(
     changed: dict[str, list[str]] = {}
     if instance is None:
         return changed
+    runs: dict[str, dg.DagsterRun | None] = {}
     states = platform.ledger.partitions.states(None, CERTIFIED_ASSETS)  # one read for every product
     for product in CERTIFIED_ASSETS:
         asset = served_asset(product)
@@ -154,8 +161,24 @@ def sync_served_partitions(
             if not daily_partitions.has_partition_key(day):
                 continue  # outside the partitions the code location defines (older, or after the last)
             if reported.get(day) != str(version.certification.id):
-                instance.report_runless_asset_event(
-                    dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version))
-                )
+                materialization = dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version))
+                report_served(instance, materialization, version.certification.run_id, runs)
                 changed.setdefault(asset, []).append(f"+{day}")
     return changed
+
+
+def report_served(
+    instance: dg.DagsterInstance, materialization: dg.AssetMaterialization, run_id: str | None,
+    runs: dict[str, dg.DagsterRun | None],
+) -> None:
+    """Record a served day's materialization in the run that built it, or runless when this instance has no such run.
+
+    ``runs`` caches the runs looked up (None: not in this instance) across one sync.
+    """
+    if run_id and run_id not in runs:
+        runs[run_id] = instance.get_run_by_id(run_id)
+    run = runs.get(run_id) if run_id else None
+    if run is None:
+        instance.report_runless_asset_event(materialization)
+    else:
+        report_materialization_in_run(instance, run, materialization)

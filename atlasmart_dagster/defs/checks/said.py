@@ -13,6 +13,14 @@ differs. Two things make that exact:
   a partition) counts as said while it still reads against the served asset's
   newest materialization, as the UI judges it (``still_current``); once a newer
   served day makes it read "Not Evaluated", the same words are said again.
+
+Every runless evaluation names the served materialization it judges
+(``target_materialization_data``, ``judging``): a served day is recorded in
+the run that built it, and Dagster would otherwise judge a runless
+evaluation against it by "created after it" at one-second resolution, which
+one reported in the same second misses (*Not Evaluated*). A newer served
+materialization makes the check's newest row not current, so the next report
+writes it again, naming the new one.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from typing import Callable
 import dagster as dg
 
 from ...store.platform import Platform
+from ..dagster_event_adapter import judging
 
 
 def still_current(instance: dg.DagsterInstance, record) -> bool:
@@ -63,10 +72,11 @@ def report_unless_said(
     evaluation: dg.AssetCheckEvaluation,
     says_same: Callable[[dg.AssetCheckEvaluation, dg.AssetCheckEvaluation], bool],
 ) -> bool:
-    """Report ``evaluation`` (runless) unless the check already says the same now; True if it was written."""
+    """Report ``evaluation`` (runless, naming the materialization it judges) unless the check already says the
+    same now; True if it was written."""
     with platform.ledger.engine.transaction():  # the write lock every ledger writer takes, across processes
         said = what_it_says_now(instance, evaluation.asset_check_key)
         if said is not None and says_same(said, evaluation):
             return False
-        instance.report_runless_asset_event(evaluation)
+        instance.report_runless_asset_event(judging(instance, evaluation))
         return True

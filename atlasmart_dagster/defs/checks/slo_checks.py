@@ -59,6 +59,8 @@ from ..assets.served import served_asset
 from ..partitions import daily_partitions
 from .days import day_ranges
 from ..assets.step import Step, partitioned_check_events
+from ..dagster_event_adapter import judging
+from .said import what_it_says_now
 from ..resources import AtlasmartResource
 
 # The SLOs describe the delivery of the certified marts to consumers, so their
@@ -265,7 +267,9 @@ def report_slos(
     Recorded results as recorded (a miss fails); a day without results is
     ``NOT MEASURED`` with why, a WARN (a backfilled day, a reload, a day not
     delivered yet). A day whose newest row already says the same gets no new
-    row, so a decision reported by its command and again by the sensor, even
+    row, unless the check's newest row no longer reads against the served
+    asset's newest materialization (``said.py``: each row names the one it
+    judges), so a decision reported by its command and again by the sensor, even
     at the same moment (the ledger's write lock, as in ``said.py``), is one
     row per check. Returns the evaluations written.
     """
@@ -281,10 +285,12 @@ def report_slos(
     written = []
     for key in SLO_CHECK_KEYS:
         with platform.ledger.engine.transaction():  # asked and written under one lock: see said.py
-            said = _said_per_day(instance, key, set(days))
-            fresh = [e for e in by_key.get(key, []) if said.get(e.metadata["partition"].value) != _what_it_says(e)]
+            fresh = by_key.get(key, [])
+            if what_it_says_now(instance, key) is not None:  # else a newer served day: say these days again
+                said = _said_per_day(instance, key, set(days))
+                fresh = [e for e in fresh if said.get(e.metadata["partition"].value) != _what_it_says(e)]
             for evaluation in _grouped(key, fresh):
-                instance.report_runless_asset_event(evaluation)
+                instance.report_runless_asset_event(judging(instance, evaluation))
                 written.append(evaluation)
     return written
 

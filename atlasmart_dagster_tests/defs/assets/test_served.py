@@ -58,19 +58,32 @@ def test_a_built_day_is_green_on_the_mart_and_missing_on_the_served_asset_until_
     assert isinstance(metadata["snapshot_id"], str)  # an id, not a figure to plot
 
 
-def test_a_served_day_links_the_run_that_built_it_as_its_header_cannot(sqlite_env):
-    """The day's page shows the run of the newest materialization's run id in its header: none for a served day,
-    whose materialization certification reports after the run (its checks are runless too, and are judged against
-    it by that same empty run id). The metadata names the run as a run entry, which the UI links."""
+def newest_record(instance, day: str, asset: str = SERVED):
+    return instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[day]), limit=1).records[0]
+
+
+def test_a_served_day_is_recorded_in_the_run_that_built_it_so_its_header_names_a_run_not_none(sqlite_env):
+    """The day's page shows the run and job of the newest materialization's run id in its header ("Run None" when
+    it is empty); the metadata names the run too, as a run entry, which the UI links. What the UI's pages make of
+    it, the checks included: defs/checks/test_served_checks_in_ui.py."""
     env = sqlite_env
     outcome = run_chain(env.defs, env.instance, env.platform, DAYS, lane="backfill")
     for asset in SERVED_ASSETS:
-        record = env.instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[DAYS[0]]), limit=1).records[0]
-        assert record.run_id == ""  # what the header reads as "Run None"
-        entry = record.asset_materialization.metadata["certified_by_run"]
-        assert isinstance(entry, dg.DagsterRunMetadataValue) and entry.run_id == outcome.run_id
-    assert env.instance.get_run_by_id(outcome.run_id).job_name == "backfill_sales_job"
+        for day in DAYS:
+            record = newest_record(env.instance, day, asset)
+            assert record.run_id == outcome.run_id  # the certification's run, as certified_by_run says
+            entry = record.asset_materialization.metadata["certified_by_run"]
+            assert isinstance(entry, dg.DagsterRunMetadataValue) and entry.run_id == outcome.run_id
+    run = env.instance.get_run_by_id(outcome.run_id)
+    assert (run.job_name, run.status) == ("backfill_sales_job", dg.DagsterRunStatus.SUCCESS)  # the header's Run, Job
+    # the run's own log (where the header's link leads) says when each day of it was served, after the run ended
+    logged = [e for e in env.instance.all_logs(outcome.run_id) if e.dagster_event is not None]
+    served = [e for e in logged if e.dagster_event.asset_key in {dg.AssetKey(a) for a in SERVED_ASSETS}]
+    assert sorted((e.dagster_event.asset_key.to_user_string(), e.dagster_event.partition) for e in served) == sorted(
+        (a, d) for a in SERVED_ASSETS for d in DAYS)
+    ended = next(e for e in logged if e.dagster_event.event_type == dg.DagsterEventType.RUN_SUCCESS)
+    assert min(e.timestamp for e in served) >= ended.timestamp
 
 
 def test_sync_is_idempotent_and_a_withdrawal_turns_the_day_missing(sqlite_env, capsys):
@@ -136,6 +149,8 @@ def test_the_sensor_brings_a_migrated_or_restored_home_into_a_new_instance(sqlit
         assert fresh.get_materialized_partitions(dg.AssetKey(SERVED)) == set()
         _, cursor, _, _ = certification_tick(fresh, env.platform, None, actor="test")
         assert fresh.get_materialized_partitions(dg.AssetKey(SERVED)) == set(DAYS)
+        # its runs are not in this instance: the days are recorded runless (the header says Run None, truly)
+        assert {newest_record(fresh, day).run_id for day in DAYS} == {""}
         # the next tick, with nothing changed, writes nothing
         before = len(fresh.fetch_materializations(dg.AssetKey(SERVED), limit=100).records)
         certification_tick(fresh, env.platform, cursor, actor="test")

@@ -1,0 +1,79 @@
+"""Adapter over Dagster's event log: a served day recorded in the run that built it, and the checks that judge it.
+
+Dagster 1.13's public API records an asset event either from inside a running
+step (``context.log_event``) or without a run
+(``DagsterInstance.report_runless_asset_event``). A runless event's run id is
+empty, and the UI's day page (an asset's *Partitions* tab) then reads "Run
+None" and "Job None" in its header: it shows the run and job of the newest
+materialization's run. A served day has a run that is true to name, the one
+that built the version consumers are served (the certification's
+``run_id``); certification happens after that run ended, so no step of it can
+log the event. ``report_materialization_in_run`` writes the materialization
+into that run's event log as ``report_runless_asset_event`` does for the
+empty run id (the same ``DagsterEvent`` and ``StepMaterializationData``, with
+the run's id and job).
+
+The served assets' checks are reported runless. Dagster judges a runless
+evaluation current against a materialization of the same (empty) run id;
+against one recorded in a run, only by the materialization the evaluation
+names (``target_materialization_data``), else by "created after it" at the
+check table's one-second resolution, which an evaluation reported in the same
+second misses. ``judging`` names the materialization an evaluation judges:
+the asset's newest (the day's, for an evaluation of one partition), as a step
+of a run names it.
+
+Internals used: the payload class ``StepMaterializationData`` and
+``AssetCheckEvaluationTargetMaterializationData`` (the type of the public
+``AssetCheckEvaluation.target_materialization_data`` field, not exported).
+``atlasmart_dagster_tests/defs/test_dagster_event_adapter.py`` fails when an
+upgrade changes either, or what the UI makes of them.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
+from dagster._core.events import StepMaterializationData
+
+
+def report_materialization_in_run(
+    instance: dg.DagsterInstance, run: dg.DagsterRun, materialization: dg.AssetMaterialization
+) -> None:
+    """Record ``materialization`` in ``run``'s event log (the run may have ended), at the current time."""
+    event = dg.DagsterEvent(
+        event_type_value=dg.DagsterEventType.ASSET_MATERIALIZATION.value,
+        job_name=run.job_name,
+        event_specific_data=StepMaterializationData(materialization),
+    )
+    instance.report_dagster_event(event, run_id=run.run_id)
+
+
+def newest_materialization(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str | None = None):
+    """The newest materialization record of the asset (of ``partition``, if given), or None."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition] if partition else None), limit=1
+    ).records
+    return records[0] if records else None
+
+
+def judging(instance: dg.DagsterInstance, evaluation: dg.AssetCheckEvaluation) -> dg.AssetCheckEvaluation:
+    """``evaluation`` naming the materialization it judges: its asset's newest now (None: nothing materialized)."""
+    record = newest_materialization(instance, evaluation.asset_key, evaluation.partition)
+    if record is None:
+        return evaluation
+    target = AssetCheckEvaluationTargetMaterializationData(
+        storage_id=record.storage_id, run_id=record.run_id, timestamp=record.timestamp
+    )
+    return dg.AssetCheckEvaluation(
+        asset_key=evaluation.asset_key,
+        check_name=evaluation.check_name,
+        passed=evaluation.passed,
+        metadata=evaluation.metadata,
+        target_materialization_data=target,
+        severity=evaluation.severity,
+        description=evaluation.description,
+        blocking=evaluation.blocking,
+        partition=evaluation.partition,
+    )
