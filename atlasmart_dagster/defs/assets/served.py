@@ -29,6 +29,7 @@ from typing import Iterable, Mapping
 
 import dagster as dg
 
+from ...store.instance.runless_events_adapter import report_runless_materializations
 from ...store.ledger.partition_states import ServedVersion
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
@@ -149,13 +150,14 @@ def sync_served_partitions(
         else:
             days = sorted(d for d in scope if d in served)
             reported = _reported(instance, asset, days)
+        report = []
         for day in days:
             version = served[day]
             if not daily_partitions.has_partition_key(day):
                 continue  # outside the partitions the code location defines (older, or after the last)
             if reported.get(day) != str(version.certification.id):
-                instance.report_runless_asset_event(
-                    dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version))
-                )
+                report.append(dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version)))
                 changed.setdefault(asset, []).append(f"+{day}")
+        if report:  # one batch, not one transaction per day (a year is 365 days per product)
+            report_runless_materializations(instance, report)
     return changed
