@@ -34,6 +34,7 @@ PRIVATE_ADAPTERS = {
     "store.iceberg_adapter": "pyiceberg",
     "ops.runs.dagster_backfill_adapter": "dagster",
     "store.instance.dagster_sqlite_adapter": "dagster",
+    "store.instance.runless_events_adapter": "dagster",
     "defs.dagster_interrupts_adapter": "dagster",
 }
 WATCHED_LIBRARIES = ("dagster", "pyiceberg", "argparse")
