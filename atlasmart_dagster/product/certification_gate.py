@@ -48,7 +48,7 @@ from ..store.tables import (
 )
 from .anomaly import PROFILE_KEY, judge, profile
 from .contract_approvals import contract_of_day
-from .published_controls import controls_of, event_day_drift_of, fingerprints_of, metric_revenue_of
+from .published_controls import controls_of, fact_controls_and_drift_of, fingerprints_of, metric_revenue_of
 from .restatements import RESTATEMENT_HELD, approved_controls
 
 
@@ -117,7 +117,7 @@ class GateEvidence:
         self._controls: dict[tuple[str, int | None], dict] = {}
         self._revenue: dict[tuple[str, int | None], dict] = {}
         self._fingerprints: dict[tuple[str, int | None], dict] = {}
-        self._drift: dict[tuple[str, int | None], dict] = {}
+        self._fact_reads: dict[tuple[str, int | None], dict] = {}
         self._days_by_snapshot: dict[tuple[str, int | None], set[str]] = {}
 
     def latest_built(self, asset: str, partition: str, up_to_id: int) -> PartitionEvent | None:
@@ -166,9 +166,18 @@ class GateEvidence:
         return found[partition]
 
     def controls(self, spec, snapshot_id: int | None, partition: str) -> ControlTuple:
+        if spec == FACT_SALES:
+            return self._fact(snapshot_id, partition)[0]
         return self._read_at(
             self._controls, spec.name, snapshot_id, partition,
             lambda days: controls_of(self.platform.warehouse, spec, days, snapshot_id),
+        )
+
+    def _fact(self, snapshot_id: int | None, partition: str) -> tuple[ControlTuple, int]:
+        """The fact's controls and event-day drift of the day: one scan of the fact per snapshot for both."""
+        return self._read_at(
+            self._fact_reads, FACT_SALES.name, snapshot_id, partition,
+            lambda days: fact_controls_and_drift_of(self.platform.warehouse, days, snapshot_id),
         )
 
     def revenue(self, snapshot_id: int | None, partition: str):
@@ -178,10 +187,7 @@ class GateEvidence:
         )
 
     def drift_lines(self, snapshot_id: int | None, partition: str) -> int:
-        return self._read_at(
-            self._drift, FACT_SALES.name, snapshot_id, partition,
-            lambda days: event_day_drift_of(self.platform.warehouse, days, snapshot_id),
-        )
+        return self._fact(snapshot_id, partition)[1]
 
     def profile(self, built: PartitionEvent, controls: ControlTuple) -> dict:
         """The day's measures under ``built``: controls, quarantined share, event-day drift."""

@@ -180,8 +180,10 @@ def publish_certified(
     return report
 
 
-def converge(platform: Platform) -> str | None:
+def converge(platform: Platform, states: DayStates | None = None) -> str | None:
     """``publish_certified`` after a decision: a failure is told (and returned), never raised.
+
+    ``states``: the caller's read of the ledger, when nothing was recorded since (read here when None).
 
     The ledger's decision stands whatever happens to its publication; a branch
     left behind (a catalog outage, a snapshot gone) is repaired by the next
@@ -189,7 +191,7 @@ def converge(platform: Platform) -> str | None:
     the ledger (``branch_agrees``).
     """
     try:
-        publish_certified(platform)
+        publish_certified(platform, states=states)
     except AtlasmartError as exc:
         logging.getLogger(__name__).warning("the certified branch was not published (it converges on the next "
                                             "certification or sensor tick): %s", exc)

@@ -57,6 +57,8 @@ def undecided_builds_by_run(states: DayStates) -> dict[str, set[str]]:
     """Runs with builds of certified products the gate has not decided, and the days of those builds."""
     waiting: dict[str, set[str]] = {}
     for day in states:
+        if day.asset not in CERTIFIED_ASSETS:
+            continue  # the gate decides certified products only; other assets' builds stay undecided
         for build in day.undecided_builds:
             if build.run_id:
                 waiting.setdefault(build.run_id, set()).add(build.partition)
@@ -88,8 +90,9 @@ def certification_tick(instance: dg.DagsterInstance, platform: Platform, cursor:
     """One tick (see the module docstring): ``(decisions, new cursor, days shown, certifying run ids)``."""
     state = json.loads(cursor) if cursor else {}
     decisions, certifying, touched, handled = [], [], set(), set()
-    # One read of the certified products' days per tick (and one more after deciding, for the digest).
-    states = platform.ledger.partitions.states(None, CERTIFIED_ASSETS)
+    # One read of every asset's days per tick, handed to every step that needs one while the tick has
+    # recorded nothing (a quiet tick reads the ledger once); after deciding, each step reads afresh.
+    states = platform.ledger.partitions.states()
     for run_id, days in sorted(undecided_builds_by_run(states).items()):
         run = instance.get_run_by_id(run_id)
         if run is None or run.status not in ENDED:
@@ -118,7 +121,8 @@ def certification_tick(instance: dg.DagsterInstance, platform: Platform, cursor:
         state["runs_updated_after"] = records[-1].update_timestamp.timestamp()
     if touched:
         report_day_states(instance, platform, sorted(touched))
-    converge(platform)  # every tick: idempotent, and free when the branch already holds the served state
+    fresh = None if decisions or touched else states
+    converge(platform, fresh)  # every tick: idempotent, and free when the branch already holds the served state
     digest = served_digest(platform.ledger.partitions.states(None, CERTIFIED_ASSETS) if decisions else states)
     if digest != state.get("served_digest"):
         report_day_states(instance, platform, None)  # every day: brought in line with the ledger
@@ -126,7 +130,7 @@ def certification_tick(instance: dg.DagsterInstance, platform: Platform, cursor:
     elif not touched:
         # Nothing decided, but a day may have fallen due or late by time alone (PENDING -> DELAYED): the
         # headline says so without waiting for a decision (no new row when it already says the same).
-        report_certification_states(instance, platform, [])
+        report_certification_states(instance, platform, [], states=fresh)
     return decisions, json.dumps(state, sort_keys=True), sorted(touched), certifying
 
 

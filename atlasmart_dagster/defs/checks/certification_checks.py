@@ -180,9 +180,13 @@ def certification_evaluations(
     platform: Platform,
     changed: Iterable[str] = (),
     assets: Sequence[str] = CERTIFIED_ASSETS,
+    states: DayStates | None = None,
 ) -> list[dg.AssetCheckEvaluation]:
-    """The headline of each of ``assets`` as things stand now; ``changed`` names the days that caused it."""
-    states = platform.ledger.partitions.states()
+    """The headline of each of ``assets`` as things stand now; ``changed`` names the days that caused it.
+
+    ``states``: the caller's fresh read of every asset's days (read here when None).
+    """
+    states = states if states is not None else platform.ledger.partitions.states()
     days = sorted(set(known_partitions(platform, states)) | set(changed))
     by_asset: dict[str, dict[str, dict]] = {asset: {} for asset in assets}
     for status in partition_statuses(platform, days, states=states):
@@ -199,7 +203,7 @@ def _same_state(said: dg.AssetCheckEvaluation, evaluation: dg.AssetCheckEvaluati
 
 
 def report_certification_states(
-    instance: dg.DagsterInstance, platform: Platform, partitions: Iterable[str]
+    instance: dg.DagsterInstance, platform: Platform, partitions: Iterable[str], states: DayStates | None = None
 ) -> list[dg.AssetCheckEvaluation]:
     """Report each served asset's headline (runless), naming ``partitions`` as the days that changed.
 
@@ -208,7 +212,7 @@ def report_certification_states(
     sensor, even at the same moment, or after *Execute all* said it, is one
     row in the check's history. Returns the evaluations written.
     """
-    return [evaluation for evaluation in certification_evaluations(platform, partitions)
+    return [evaluation for evaluation in certification_evaluations(platform, partitions, states=states)
             if report_unless_said(instance, platform, evaluation, _same_state)]
 
 
