@@ -22,7 +22,16 @@ second misses. ``judging`` names the materialization an evaluation judges:
 the asset's newest (the day's, for an evaluation of one partition), as a step
 of a run names it.
 
-Internals used: the payload class ``StepMaterializationData`` and
+``report_materializations`` records many such materializations (in their
+runs, or runless) as one batch of the event log: certifying a year serves
+1,095 days, and one ``report_dagster_event`` each (its own transactions,
+commit and checkpoint) was most of ``atlasmart certify``. The batch is
+Dagster's own ``store_event_batch`` on the instance's event log: one
+transaction per shard on the embedded pooled SQLite storage, one ``INSERT``
+on Postgres.
+
+Internals used: the payload class ``StepMaterializationData``, the runless
+run id and job name (``RUNLESS_RUN_ID``, ``RUNLESS_JOB_NAME``), and
 ``AssetCheckEvaluationTargetMaterializationData`` (the type of the public
 ``AssetCheckEvaluation.target_materialization_data`` field, not exported).
 ``atlasmart_dagster_tests/defs/test_dagster_event_adapter.py`` fails when an
@@ -31,11 +40,20 @@ upgrade changes either, or what the UI makes of them.
 
 from __future__ import annotations
 
+import logging
+import time
+from typing import Sequence
+
 import dagster as dg
+from dagster import EventLogEntry
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 from dagster._core.events import StepMaterializationData
+from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
+
+# Events stored per batch: bounded, so one batch's statement and transaction stay small.
+_BATCH = 500
 
 
 def report_materialization_in_run(
@@ -48,6 +66,44 @@ def report_materialization_in_run(
         event_specific_data=StepMaterializationData(materialization),
     )
     instance.report_dagster_event(event, run_id=run.run_id)
+
+
+def report_materializations(
+    instance: dg.DagsterInstance, reports: Sequence[tuple[dg.DagsterRun | None, dg.AssetMaterialization]]
+) -> None:
+    """Record each materialization in its run (runless where the run is None), in batches of the event log.
+
+    What a reader sees is what ``report_materialization_in_run`` and
+    ``report_runless_asset_event`` record one at a time; only the writes are
+    grouped. A batch is stored whole or not at all on the embedded storage;
+    the caller's sync is idempotent, so a crash between batches is mended by
+    the next one.
+    """
+    now = time.time()
+    entries = [
+        EventLogEntry(
+            user_message="",
+            level=logging.INFO,
+            job_name=run.job_name if run is not None else RUNLESS_JOB_NAME,
+            run_id=run.run_id if run is not None else RUNLESS_RUN_ID,
+            error_info=None,
+            timestamp=now,
+            step_key=None,
+            dagster_event=dg.DagsterEvent(
+                event_type_value=dg.DagsterEventType.ASSET_MATERIALIZATION.value,
+                job_name=run.job_name if run is not None else RUNLESS_JOB_NAME,
+                event_specific_data=StepMaterializationData(materialization),
+            ),
+        )
+        for run, materialization in reports
+    ]
+    storage = instance.event_log_storage
+    for start in range(0, len(entries), _BATCH):
+        batch = entries[start:start + _BATCH]
+        if len(batch) == 1:
+            storage.store_event(batch[0])
+        else:
+            storage.store_event_batch(batch)
 
 
 def newest_materialization(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str | None = None):

@@ -38,7 +38,7 @@ import dagster as dg
 from ...store.ledger.partition_states import ServedVersion
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
-from ..dagster_event_adapter import report_materialization_in_run
+from ..dagster_event_adapter import report_materializations
 from ..partitions import daily_partitions
 
 SERVED_PREFIX = "served_"
@@ -141,6 +141,7 @@ def sync_served_partitions(
     if instance is None:
         return changed
     runs: dict[str, dg.DagsterRun | None] = {}
+    reports: list[tuple[dg.DagsterRun | None, dg.AssetMaterialization]] = []
     states = platform.ledger.partitions.states(None, CERTIFIED_ASSETS)  # one read for every product
     for product in CERTIFIED_ASSETS:
         asset = served_asset(product)
@@ -162,23 +163,20 @@ def sync_served_partitions(
                 continue  # outside the partitions the code location defines (older, or after the last)
             if reported.get(day) != str(version.certification.id):
                 materialization = dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version))
-                report_served(instance, materialization, version.certification.run_id, runs)
+                reports.append((_run_of(instance, version.certification.run_id, runs), materialization))
                 changed.setdefault(asset, []).append(f"+{day}")
+    # One batch for every served day that changed: a year certified at once is 1,095 of them.
+    report_materializations(instance, reports)
     return changed
 
 
-def report_served(
-    instance: dg.DagsterInstance, materialization: dg.AssetMaterialization, run_id: str | None,
-    runs: dict[str, dg.DagsterRun | None],
-) -> None:
-    """Record a served day's materialization in the run that built it, or runless when this instance has no such run.
+def _run_of(instance: dg.DagsterInstance, run_id: str | None, runs: dict[str, dg.DagsterRun | None]):
+    """The run that built a served version, if this instance has it (None: the day is reported runless).
 
-    ``runs`` caches the runs looked up (None: not in this instance) across one sync.
+    ``runs`` caches the runs looked up across one sync.
     """
-    if run_id and run_id not in runs:
+    if not run_id:
+        return None
+    if run_id not in runs:
         runs[run_id] = instance.get_run_by_id(run_id)
-    run = runs.get(run_id) if run_id else None
-    if run is None:
-        instance.report_runless_asset_event(materialization)
-    else:
-        report_materialization_in_run(instance, run, materialization)
+    return runs[run_id]
