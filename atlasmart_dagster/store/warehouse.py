@@ -47,7 +47,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ..errors import EnvironmentFault, SnapshotMissing, StoreUnreadable, TransientError, is_transient
 from .home import AtlasmartHome, write_fault
-from .iceberg_adapter import CachedViewTransaction, data_files_for
+from .iceberg_adapter import CachedViewTransaction, data_files_for, planned_data_files
 from .locks import home_lock
 from .object_store import S3Store, object_store_fault
 from .tables import NAMESPACE, TableSpec
@@ -510,7 +510,7 @@ class Warehouse:
         """
         current = table.current_snapshot()
         replaced = (
-            [task.file for task in table.scan(row_filter=_partition_filter(spec, partitions)).plan_files()]
+            planned_data_files(table.scan(row_filter=_partition_filter(spec, partitions)))
             if current is not None
             else []
         )
@@ -599,11 +599,10 @@ class Warehouse:
 
         def planned(snapshot_id: int, of_days: list[str]) -> dict[str, list]:
             by_day: dict[str, list] = {}
-            for task in table.scan(row_filter=_partition_filter(spec, of_days), snapshot_id=snapshot_id).plan_files():
-                if task.delete_files:
-                    raise RuntimeError(f"{spec.name} has delete files; the branch cannot share them")
-                day = date.fromordinal(_EPOCH_ORDINAL + task.file.partition[0]).isoformat()
-                by_day.setdefault(day, []).append(task.file)
+            scan = table.scan(row_filter=_partition_filter(spec, of_days), snapshot_id=snapshot_id)
+            for data_file in planned_data_files(scan):  # raises on delete files: the branch cannot share them
+                day = date.fromordinal(_EPOCH_ORDINAL + data_file.partition[0]).isoformat()
+                by_day.setdefault(day, []).append(data_file)
             return by_day
 
         held = planned(head.snapshot_id, days) if head is not None and days else {}
@@ -762,12 +761,7 @@ class Warehouse:
                 self._plans.move_to_end(key)
                 return list(self._plans[key])
         scan = table.scan(row_filter=_partition_filter(spec, partitions), snapshot_id=snapshot.snapshot_id)
-        files = []
-        for task in scan.plan_files():
-            if task.delete_files:
-                raise RuntimeError(f"{spec.name} has delete files; direct Parquet reads would be wrong")
-            files.append(_local_path(task.file.file_path))
-        files.sort()
+        files = sorted(_local_path(f.file_path) for f in planned_data_files(scan))  # raises on delete files
         with self._cache_lock:
             self._plans[key] = files
             while len(self._plans) > self._PLAN_CACHE_SIZE:
@@ -790,11 +784,11 @@ class Warehouse:
         table = self.existing(spec) if spec.partition_column is not None else None
         if table is None or (snapshot_id is None and table.current_snapshot() is None):
             return counts
-        for task in table.scan(row_filter=_partition_filter(spec, partitions), snapshot_id=snapshot_id).plan_files():
+        for data_file in planned_data_files(table.scan(row_filter=_partition_filter(spec, partitions), snapshot_id=snapshot_id)):
             # Identity partition on a date column: the value is days since the epoch.
-            day = date.fromordinal(_EPOCH_ORDINAL + task.file.partition[0]).isoformat()
+            day = date.fromordinal(_EPOCH_ORDINAL + data_file.partition[0]).isoformat()
             if day in counts:
-                counts[day] += task.file.record_count
+                counts[day] += data_file.record_count
         return counts
 
     def relation_sql(

@@ -60,3 +60,25 @@ def test_cached_view_sees_every_pending_change_as_the_public_property_does(table
     # equal but for the clock: each view stamps last_updated_ms when it applies the updates
     assert _content(cached.table_metadata) == _content(plain.table_metadata)
     assert cached.table_metadata.properties["atlasmart.test"] == "1"
+
+
+@pytest.mark.parametrize("days", [None, ["2026-09-20"], ["2026-09-18", "2026-09-20"], ["2026-09-19", "2026-09-21"],
+                                  ["2026-09-17"]])
+def test_planned_data_files_are_the_files_the_public_plan_returns(tmp_path, days):
+    """The same files for every filter shape the warehouse builds (one day, a range, a set, a day not there)."""
+    from atlasmart_dagster.store.iceberg_adapter import planned_data_files
+    from atlasmart_dagster.store.warehouse import _partition_filter
+
+    warehouse = Warehouse(AtlasmartHome(tmp_path))
+    for day in ("2026-09-18", "2026-09-19", "2026-09-20", "2026-09-21"):
+        warehouse.overwrite(AGG_DAILY_SALES, _agg(day, "185.00"), [day])
+    warehouse.overwrite(AGG_DAILY_SALES, _agg("2026-09-20", "190.00"), ["2026-09-20"])  # a replaced file
+    table = warehouse.table(AGG_DAILY_SALES)
+    scan = table.scan(row_filter=_partition_filter(AGG_DAILY_SALES, days))
+    public = sorted(task.file.file_path for task in scan.plan_files())
+    # a day never written plans nothing; every other filter must plan something, or the comparison is empty
+    assert bool(public) == (days != ["2026-09-17"])
+    assert sorted(f.file_path for f in planned_data_files(scan)) == public
+    old = table.snapshots()[1].snapshot_id  # before the replacement: its own files
+    scan = table.scan(row_filter=_partition_filter(AGG_DAILY_SALES, days), snapshot_id=old)
+    assert sorted(f.file_path for f in planned_data_files(scan)) == sorted(t.file.file_path for t in scan.plan_files())
