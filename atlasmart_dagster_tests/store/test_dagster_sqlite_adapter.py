@@ -120,6 +120,58 @@ def test_a_batch_is_stored_whole_in_one_transaction_and_read_by_dagsters_own_sto
     pooled.dispose()
 
 
+def _planned(run_id: str, asset: str, partition: str) -> EventLogEntry:
+    from dagster._core.events import AssetMaterializationPlannedData
+
+    event = DagsterEvent(
+        DagsterEventType.ASSET_MATERIALIZATION_PLANNED.value, "job",
+        event_specific_data=AssetMaterializationPlannedData(dg.AssetKey(asset), partition=partition),
+    )
+    return EventLogEntry(error_info=None, level=20, user_message="", run_id=run_id, timestamp=time.time(),
+                         dagster_event=event)
+
+
+def _asset_rows(folder) -> dict:
+    """Dagster's asset index as stored (``asset_keys`` in the index shard): every column of every key's row."""
+    import sqlite3
+
+    con = sqlite3.connect(folder / "index.db")
+    try:
+        con.row_factory = sqlite3.Row
+        rows = con.execute("SELECT * FROM asset_keys ORDER BY asset_key").fetchall()
+        # (less the row id and create_timestamp, the time of the first write, which two stores cannot share)
+        return {row["asset_key"]: {k: row[k] for k in row.keys() if k not in ("id", "create_timestamp")} for row in rows}
+    finally:
+        con.close()
+
+
+def test_a_batch_leaves_the_asset_index_as_one_by_one_writes_do(tmp_path):
+    """The index row of a key is written once per event type in a batch: the newest materialization still wins.
+
+    Mixed kinds and keys, a planned event after the newest materialization of a
+    key (it moves the run, never the materialization), in two runs.
+    """
+    days = [f"2026-09-{day}" for day in range(17, 22)]
+    events = [_planned("r1", "fact_sales", d) for d in days]
+    events += [_materialization("r1", d) for d in days]
+    events += [_planned("r2", "fact_sales", "2026-09-30"), _planned("r2", "agg_daily_sales", "2026-09-30")]
+    events += [_materialization("r2", "2026-09-22"), _planned("r3", "agg_daily_sales", "2026-10-01"),
+               _planned("r3", "fact_sales", "2026-10-01")]
+    one_by_one, batched = PooledSqliteEventLogStorage(str(tmp_path / "a")), PooledSqliteEventLogStorage(str(tmp_path / "b"))
+    for event in events:
+        one_by_one.store_event(event)
+    batched.store_event_batch(events)
+    expected = _asset_rows(tmp_path / "a")
+    assert '"2026-09-22"' in expected['["fact_sales"]']["last_materialization"]
+    assert expected['["fact_sales"]']["last_run_id"] == expected['["agg_daily_sales"]']["last_run_id"] == "r3"
+    assert _asset_rows(tmp_path / "b") == expected
+    # and Dagster's own storage reads the same newest materialization from it
+    newest = SqliteEventLogStorage(str(tmp_path / "b")).get_asset_records([dg.AssetKey("fact_sales")])[0]
+    assert newest.asset_entry.last_materialization_record.asset_materialization.partition == "2026-09-22"
+    one_by_one.dispose()
+    batched.dispose()
+
+
 def test_a_batch_that_fails_part_way_stores_none_of_itself(tmp_path, monkeypatch):
     pooled = PooledSqliteEventLogStorage(str(tmp_path))
     events = [_materialization("r1", f"2026-09-{day}") for day in range(17, 22)]

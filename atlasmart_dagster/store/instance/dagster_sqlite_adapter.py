@@ -28,7 +28,12 @@ writes:
 a range when ``DAGSTER_EVENT_BATCH_SIZE`` is set; the code location sets it,
 see ``definitions.py``) stores the whole batch in one transaction per shard
 instead of one per event: all of it or, if any event fails, none of it (Dagster
-then falls back to storing the events one by one).
+then falls back to storing the events one by one). Inside a batch, the asset
+index row of each asset key (``asset_keys``: the newest materialization, run
+and timestamp) is written once per key and kind of event, by the batch's last
+such event, not once per event: each kind of asset event overwrites a fixed
+set of that row's columns, so the row ends the same, and a range's
+materializations of one asset no longer rewrite it once per day.
 
 ``PooledSqliteStorage`` is ``DagsterSqliteStorage`` (the ``storage: sqlite``
 default, same folders under ``base_dir``) with this event log; the embedded
@@ -211,6 +216,9 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         # shard, each inside one transaction committed when the batch ends.
         self._batch_conns: dict[str, db.Connection] | None = None
         self._batch_thread: int | None = None
+        # While a batch is stored: the last event of each (asset key, event type), in the order of
+        # their last occurrence, whose asset index row is written when the batch ends.
+        self._batch_asset_rows: dict[tuple, tuple] | None = None
         self._instance_folder = _instance_folder_of_event_log(base_dir)
         super().__init__(base_dir, inst_data=inst_data)
 
@@ -247,10 +255,16 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             return
         with self._db_lock:
             self._batch_conns, self._batch_thread = {}, threading.get_ident()
+            self._batch_asset_rows = {}
             conns = self._batch_conns
             try:
                 for event in events:
                     self.store_event(event)
+                rows, self._batch_asset_rows = self._batch_asset_rows, None
+                if rows:
+                    with self.index_connection() as conn:
+                        for event, event_id in rows.values():
+                            super()._store_asset_event(conn, event, event_id)
             except BaseException:
                 for conn in conns.values():
                     conn.rollback()
@@ -263,9 +277,19 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
                     if shard != INDEX_SHARD_NAME:
                         conns[shard].exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
             finally:
-                self._batch_conns, self._batch_thread = None, None
+                self._batch_conns, self._batch_thread, self._batch_asset_rows = None, None, None
                 for conn in conns.values():
                     conn.close()
+
+    def _store_asset_event(self, conn: db.Connection, event, event_id: int) -> None:
+        """The asset index row: written at once, or, inside a batch, once per key and event type when it ends."""
+        rows = self._batch_asset_rows
+        if rows is None or self._batch_thread != threading.get_ident() or event.dagster_event is None:
+            super()._store_asset_event(conn, event, event_id)
+            return
+        key = (event.dagster_event.asset_key, event.dagster_event_type)
+        rows.pop(key, None)  # re-inserted: the order is that of each key's last occurrence
+        rows[key] = (event, event_id)
 
     def _engine(self, shard: str) -> db.Engine:
         """The shard's open engine (created, and the shard initialised, on first use or when its file is gone)."""
