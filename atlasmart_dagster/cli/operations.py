@@ -9,7 +9,7 @@ from ..store.tables import DAILY_CHAIN
 from ..defs.checks.certification_checks import report_day_states
 from ..errors import AtlasmartError, UsageError
 from ..ops.runs.backfills import BackfillRequest, earlier_submission, run_backfill, submit_to_daemon
-from ..product.run_certification import certify_run
+from ..product.run_certification import certify_run_read
 from ..store.instance.dagster_instance import resolve_run_id
 from .context import CliContext, sales_date
 from .output import print_json, visible
@@ -27,8 +27,9 @@ def cmd_certify(args: argparse.Namespace, ctx: CliContext) -> int:
         )
     args.run = run_id
     succeeded = record.dagster_run.status.value == "SUCCESS"
-    decisions = certify_run(ctx.platform, run_id, succeeded, actor=args.actor)
-    report_day_states(ctx.instance, ctx.platform, sorted({d.partition for d in decisions}))
+    certified = certify_run_read(ctx.platform, run_id, succeeded, actor=args.actor)
+    decisions = certified.decisions
+    report_day_states(ctx.instance, ctx.platform, sorted({d.partition for d in decisions}), certified.states)
     if ctx.as_json:
         print_json([d.to_json() for d in decisions])
     else:

@@ -15,11 +15,21 @@ once a run has ended. Each step is its own module and is only called here:
 After the gate has decided, the ``certified`` Iceberg branch of every
 certified table is brought in line with what is served now
 (``certified_branch.py``): the ledger decides first, the branch follows.
+
+The path is one descent over the ledger: the gate reads the days it judges,
+records its decisions, and the ledger's days are then read once more, as the
+decisions left them (``DayStates``). That one read is handed to the branch,
+to the deliveries' SLOs and, through ``RunCertification.states``, to
+whatever shows the result next (``report_day_states``): none of them reads
+the ledger's days again.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+
+from ..store.ledger.day_states import DayStates
 from ..store.ledger.partition_states import PartitionEvent
 from ..store.platform import Platform
 from ..store.tables import CERTIFIED_ASSETS
@@ -28,6 +38,19 @@ from .certified_branch import converge
 from .dashboard_certification import certify_dashboards
 from .slo import SloResult, record_first_delivery
 
+@dataclass(frozen=True)
+class RunCertification:
+    """What a certification decided, and the ledger's days as the decisions left them.
+
+    ``states`` is every asset's days read once after the gate recorded its
+    decisions (None when there was nothing to decide): hand it to what shows
+    the result (``report_day_states``) instead of reading again.
+    """
+
+    decisions: list[GateDecision]
+    states: DayStates | None = None
+
+
 def certify_run(
     platform: Platform,
     run_id: str,
@@ -35,10 +58,21 @@ def certify_run(
     actor: str = "certification-gate",
 ) -> list[GateDecision]:
     """Certify (or refuse) everything ``run_id`` built for certified assets, then its dashboards. Idempotent."""
-    decisions = certify_and_deliver(platform, pending_builds(platform, run_id), run_succeeded, actor)
+    return certify_run_read(platform, run_id, run_succeeded, actor).decisions
+
+
+def certify_run_read(
+    platform: Platform,
+    run_id: str,
+    run_succeeded: bool,
+    actor: str = "certification-gate",
+) -> RunCertification:
+    """``certify_run``, and the one read of the ledger's days its decisions left (see ``RunCertification``)."""
+    certified = certify_and_deliver_read(platform, pending_builds(platform, run_id), run_succeeded, actor)
+    decisions = list(certified.decisions)
     if run_succeeded:
         decisions += certify_dashboards(platform, run_id, actor)
-    return decisions
+    return RunCertification(decisions, certified.states)
 
 
 def pending_builds(platform: Platform, run_id: str) -> list[PartitionEvent]:
@@ -56,20 +90,38 @@ def certify_and_deliver(
     actor: str,
 ) -> list[GateDecision]:
     """The gate on ``builds``, then the delivery of every day it certified whole."""
+    return certify_and_deliver_read(platform, builds, run_succeeded, actor).decisions
+
+
+def certify_and_deliver_read(
+    platform: Platform,
+    builds: list[PartitionEvent],
+    run_succeeded: bool,
+    actor: str,
+) -> RunCertification:
+    """``certify_and_deliver``, and the one read of every day after the decisions, handed to the branch and SLOs."""
     decisions = certify_builds(platform, builds, run_succeeded, actor)
-    converge(platform)
-    deliver(platform, builds, decisions, platform.clock.now())
-    return decisions
+    if not builds:
+        converge(platform)  # nothing decided: the branch still converges (after a crash), on its own read
+        return RunCertification(decisions)
+    after = platform.ledger.partitions.states()
+    converge(platform, states=after)
+    deliver(platform, builds, decisions, platform.clock.now(), states=after)
+    return RunCertification(decisions, after)
 
 
 def deliver(
-    platform: Platform, builds: list[PartitionEvent], decisions: list[GateDecision], at: datetime
+    platform: Platform, builds: list[PartitionEvent], decisions: list[GateDecision], at: datetime,
+    states: DayStates | None = None,
 ) -> list[SloResult]:
-    """Days whose every certified product was just certified are delivered: measure their SLOs."""
+    """Days whose every certified product was just certified are delivered: measure their SLOs.
+
+    ``states``: the caller's read of the days after the decisions (each day is read here when None).
+    """
     delivered = {d.partition for d in decisions if d.certified} - {d.partition for d in decisions if not d.certified}
     by_partition = {e.partition: e for e in builds}
     results: list[SloResult] = []
     for partition in sorted(delivered):
         build = by_partition[partition]
-        results += record_first_delivery(platform.ledger, partition, build.run_id, build.lane, at)
+        results += record_first_delivery(platform.ledger, partition, build.run_id, build.lane, at, states)
     return results

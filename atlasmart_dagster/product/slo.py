@@ -34,7 +34,6 @@ from typing import Any
 from ..store.clock import format_ts, minutes_between, parse_ts
 from ..store.ledger import Ledger
 from ..store.ledger.day_states import DayStates
-from ..store.ledger.partition_states import CERTIFIED
 from ..store.tables import CERTIFIED_ASSETS
 
 SCHEDULE_HOUR = 8
@@ -211,7 +210,7 @@ def attempted_on_time(ledger: Ledger, partition: str, states: DayStates | None =
 
 def _certified_before(states: DayStates, partition: str, run_id: str) -> bool:
     """Was the day certified by a run other than ``run_id`` (its first delivery was earlier)?"""
-    return any(e.run_id != run_id for e in states.events((CERTIFIED,), assets=CERTIFIED_ASSETS, day=partition))
+    return any(e.run_id != run_id for asset in CERTIFIED_ASSETS for e in states.get(asset, partition).certifications)
 
 
 def _delivered(records: list[dict[str, Any]]) -> bool:
@@ -219,7 +218,8 @@ def _delivered(records: list[dict[str, Any]]) -> bool:
     return any(r["run_id"] for r in records)
 
 
-def record_first_delivery(ledger: Ledger, partition: str, run_id: str, lane: str | None, certified_at: datetime) -> list[SloResult]:
+def record_first_delivery(ledger: Ledger, partition: str, run_id: str, lane: str | None, certified_at: datetime,
+                          states: DayStates | None = None) -> list[SloResult]:
     """Evaluate and record the SLOs of a partition's first delivery; [] if not an SLO event.
 
     A day is an SLO event when it is first certified and either that build ran
@@ -228,10 +228,13 @@ def record_first_delivery(ledger: Ledger, partition: str, run_id: str, lane: str
     consumers the figures). Days only ever loaded as history are not. An
     availability miss recorded while the day was undelivered does not count
     as a delivery: the late delivery is still measured.
+
+    ``states``: the caller's read of the ledger's days, holding this one (read here when None).
     """
     if _delivered(ledger.slos.records(partition)):
         return []
-    states = ledger.partitions.states([partition])  # one read of the day for the whole measurement
+    if states is None:
+        states = ledger.partitions.states([partition])  # one read of the day for the whole measurement
     if lane == "backfill" and not attempted_on_time(ledger, partition, states):
         return []
     if _certified_before(states, partition, run_id):

@@ -175,7 +175,7 @@ def test_a_crash_between_the_ledger_and_the_branch_converges_on_the_next_tick(en
     before = branch_rows(env, finance)
     from atlasmart_dagster.product import run_certification
 
-    def killed(platform):
+    def killed(platform, states=None):
         raise SystemExit("killed between the ledger's decision and the branch's publish")
 
     land(env, NEXT_DAY, day_rows(NEXT_DAY, 3, 209))

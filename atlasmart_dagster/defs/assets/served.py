@@ -35,6 +35,7 @@ from typing import Iterable, Mapping
 
 import dagster as dg
 
+from ...store.ledger.day_states import DayStates
 from ...store.ledger.partition_states import ServedVersion
 from ...store.platform import Platform
 from ...store.tables import CERTIFIED_ASSETS
@@ -123,7 +124,8 @@ def _reported(instance: dg.DagsterInstance, asset: str, partitions: list[str]) -
 
 
 def sync_served_partitions(
-    instance: dg.DagsterInstance | None, platform: Platform, partitions: Iterable[str] | None = None
+    instance: dg.DagsterInstance | None, platform: Platform, partitions: Iterable[str] | None = None,
+    states: DayStates | None = None,
 ) -> dict[str, list[str]]:
     """Make the ``served_*`` assets' partition status equal to the ledger's served state.
 
@@ -136,13 +138,15 @@ def sync_served_partitions(
     Postgres), so the served asset is wiped whole and every day still served
     is reported again (rare: only withdrawals do it). Returns what changed,
     per asset: days reported (``+day``) and days no longer served (``-day``).
+    ``states``: the caller's fresh read of the products' days (read here when None).
     """
     changed: dict[str, list[str]] = {}
     if instance is None:
         return changed
     runs: dict[str, dg.DagsterRun | None] = {}
     reports: list[tuple[dg.DagsterRun | None, dg.AssetMaterialization]] = []
-    states = platform.ledger.partitions.states(None, CERTIFIED_ASSETS)  # one read for every product
+    if states is None:
+        states = platform.ledger.partitions.states(None, CERTIFIED_ASSETS)  # one read for every product
     for product in CERTIFIED_ASSETS:
         asset = served_asset(product)
         key = dg.AssetKey(asset)

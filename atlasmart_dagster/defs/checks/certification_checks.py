@@ -234,7 +234,8 @@ _RESHOWN_SLO_DAYS = 35
 
 
 def report_day_states(
-    instance: dg.DagsterInstance | None, platform: Platform, partitions: Iterable[str] | None
+    instance: dg.DagsterInstance | None, platform: Platform, partitions: Iterable[str] | None,
+    states: DayStates | None = None,
 ) -> list[dg.AssetCheckEvaluation]:
     """Show where the served assets stand wherever the Dagster UI shows them, after ``partitions`` may have changed.
 
@@ -252,10 +253,15 @@ def report_day_states(
     A withdrawal wipes the served asset whole (see ``sync_served_partitions``),
     and Dagster's wipe takes the asset's check history with it; the checks are
     then reported again, the SLO results of the newest days with them.
+
+    ``states``: the caller's read of every asset's days, taken after its last
+    ledger change (``RunCertification.states``), handed to every view (each
+    reads what it needs when None). Nothing here writes the ledger's days.
     """
     if instance is None:
         return []
-    changed = sync_served_partitions(instance, platform, None if partitions is None else sorted(set(partitions)))
+    changed = sync_served_partitions(instance, platform, None if partitions is None else sorted(set(partitions)),
+                                     states=states)
     wiped = any(entry.startswith("-") for entries in changed.values() for entry in entries)
     if partitions is None:
         marks = "-" if wiped else "+-"  # after a wipe every served day is reported again: not a change
@@ -266,9 +272,9 @@ def report_day_states(
         return []
     slo_days = days
     if wiped:
-        slo_days = sorted(set(known_partitions(platform)[-_RESHOWN_SLO_DAYS:]) | set(days))
-    report_slos(instance, platform, slo_days)
-    evaluations = report_certification_states(instance, platform, days)
+        slo_days = sorted(set(known_partitions(platform, states)[-_RESHOWN_SLO_DAYS:]) | set(days))
+    report_slos(instance, platform, slo_days, states=states)
+    evaluations = report_certification_states(instance, platform, days, states=states)
     for refresh in _AFTER_DAYS_CHANGED:
         refresh(instance, platform)
     return evaluations

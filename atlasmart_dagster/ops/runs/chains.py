@@ -27,7 +27,7 @@ from ...defs.partitions import range_tags
 from ...domain.check_names import SOURCE_CONTRACT_CONFORMS
 from ...product.certification_gate import GateDecision, certified_partitions
 from ...product.lanes import BACKFILL, CURRENT, LANE_TAG, current_partition
-from ...product.run_certification import certify_run
+from ...product.run_certification import certify_run, certify_run_read
 from ...store.ledger.partition_states import BUILT
 from ...store.platform import Platform
 from .dagster_backfill_adapter import queue_asset_backfill
@@ -279,8 +279,9 @@ def run_chain(
         result=result,
     )
     if certify:
-        outcome.decisions = certify_run(platform, result.run_id, result.success, actor="atlasmart")
-        report_day_states(instance, platform, partitions)
+        certified = certify_run_read(platform, result.run_id, result.success, actor="atlasmart")
+        outcome.decisions = certified.decisions
+        report_day_states(instance, platform, partitions, certified.states)
     return outcome
 
 
