@@ -131,40 +131,80 @@ def _planned(run_id: str, asset: str, partition: str) -> EventLogEntry:
                          dagster_event=event)
 
 
-def _asset_rows(folder) -> dict:
-    """Dagster's asset index as stored (``asset_keys`` in the index shard): every column of every key's row."""
+def _observation(run_id: str, asset: str, partition: str) -> EventLogEntry:
+    from dagster._core.events import AssetObservationData
+
+    event = DagsterEvent(
+        DagsterEventType.ASSET_OBSERVATION.value, "job",
+        event_specific_data=AssetObservationData(dg.AssetObservation(asset, partition=partition)),
+    )
+    return EventLogEntry(error_info=None, level=20, user_message="", run_id=run_id, timestamp=time.time(),
+                         dagster_event=event)
+
+
+def _tagged(run_id: str, partition: str) -> EventLogEntry:
+    """A materialization carrying a tag Dagster indexes (its data version) and one it does not."""
+    event = DagsterEvent(
+        DagsterEventType.ASSET_MATERIALIZATION.value, "job",
+        event_specific_data=StepMaterializationData(dg.AssetMaterialization(
+            "agg_daily_sales", partition=partition, tags={"dagster/data_version": "v7", "team": "finance"})),
+    )
+    return EventLogEntry(error_info=None, level=20, user_message="", run_id=run_id, timestamp=time.time(),
+                         dagster_event=event)
+
+
+# Columns that record when a row (or a store) was written, which two stores written one after the other cannot share.
+_WRITE_TIME_COLUMNS = {"create_timestamp", "update_timestamp", "migration_completed"}
+
+
+def _tables(folder) -> dict:
+    """Every row of every table of every shard in ``folder`` (by shard file, then table), as stored."""
     import sqlite3
 
-    con = sqlite3.connect(folder / "index.db")
-    try:
-        con.row_factory = sqlite3.Row
-        rows = con.execute("SELECT * FROM asset_keys ORDER BY asset_key").fetchall()
-        # (less the row id and create_timestamp, the time of the first write, which two stores cannot share)
-        return {row["asset_key"]: {k: row[k] for k in row.keys() if k not in ("id", "create_timestamp")} for row in rows}
-    finally:
-        con.close()
+    shards = {}
+    for path in sorted(folder.glob("*.db")):
+        con = sqlite3.connect(path)
+        try:
+            con.row_factory = sqlite3.Row
+            names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            shards[path.name] = {
+                name: [{k: row[k] for k in row.keys() if k not in _WRITE_TIME_COLUMNS}
+                       for row in con.execute(f'SELECT * FROM "{name}" ORDER BY rowid')]
+                for name in names if name != "alembic_version"
+            }
+        finally:
+            con.close()
+    return shards
 
 
-def test_a_batch_leaves_the_asset_index_as_one_by_one_writes_do(tmp_path):
-    """The index row of a key is written once per event type in a batch: the newest materialization still wins.
+def test_a_batch_stores_exactly_what_one_by_one_writes_store(tmp_path):
+    """Every table of every shard, row by row: the bulk asset events and the asset rows written once per key.
 
-    Mixed kinds and keys, a planned event after the newest materialization of a
-    key (it moves the run, never the materialization), in two runs.
+    Mixed kinds in one batch: planned events (stored one by one), then
+    materializations and observations (in bulk), in three runs; a planned
+    event after a key's newest materialization (it moves the run, never the
+    materialization); a materialization with an indexed tag.
     """
     days = [f"2026-09-{day}" for day in range(17, 22)]
     events = [_planned("r1", "fact_sales", d) for d in days]
     events += [_materialization("r1", d) for d in days]
+    events += [_tagged("r1", days[0]), _observation("r1", "fact_sales", days[1])]
     events += [_planned("r2", "fact_sales", "2026-09-30"), _planned("r2", "agg_daily_sales", "2026-09-30")]
-    events += [_materialization("r2", "2026-09-22"), _planned("r3", "agg_daily_sales", "2026-10-01"),
-               _planned("r3", "fact_sales", "2026-10-01")]
-    one_by_one, batched = PooledSqliteEventLogStorage(str(tmp_path / "a")), PooledSqliteEventLogStorage(str(tmp_path / "b"))
+    events += [_materialization("r2", "2026-09-22"), _tagged("r3", "2026-09-23"),
+               _planned("r3", "agg_daily_sales", "2026-10-01"), _planned("r3", "fact_sales", "2026-10-01")]
+    one_by_one = PooledSqliteEventLogStorage(str(tmp_path / "a"))
+    batched = PooledSqliteEventLogStorage(str(tmp_path / "b"))
     for event in events:
         one_by_one.store_event(event)
     batched.store_event_batch(events)
-    expected = _asset_rows(tmp_path / "a")
-    assert '"2026-09-22"' in expected['["fact_sales"]']["last_materialization"]
-    assert expected['["fact_sales"]']["last_run_id"] == expected['["agg_daily_sales"]']["last_run_id"] == "r3"
-    assert _asset_rows(tmp_path / "b") == expected
+    expected = _tables(tmp_path / "a")
+    index = expected["index.db"]
+    assert len(index["event_logs"]) == len(events) and {"r1.db", "r2.db", "r3.db"} <= set(expected)
+    assert [(t["key"], t["value"]) for t in index["asset_event_tags"]] == [("dagster/data_version", "v7")] * 2
+    keys = {row["asset_key"]: row for row in index["asset_keys"]}
+    assert '"2026-09-22"' in keys['["fact_sales"]']["last_materialization"]
+    assert keys['["fact_sales"]']["last_run_id"] == keys['["agg_daily_sales"]']["last_run_id"] == "r3"
+    assert _tables(tmp_path / "b") == expected
     # and Dagster's own storage reads the same newest materialization from it
     newest = SqliteEventLogStorage(str(tmp_path / "b")).get_asset_records([dg.AssetKey("fact_sales")])[0]
     assert newest.asset_entry.last_materialization_record.asset_materialization.partition == "2026-09-22"
@@ -176,15 +216,13 @@ def test_a_batch_that_fails_part_way_stores_none_of_itself(tmp_path, monkeypatch
     pooled = PooledSqliteEventLogStorage(str(tmp_path))
     events = [_materialization("r1", f"2026-09-{day}") for day in range(17, 22)]
     stored = []
-    original = PooledSqliteEventLogStorage.store_event
 
-    def failing_on_the_fourth(self, event):
-        if len(stored) == 3:
-            raise RuntimeError("disk full")
-        stored.append(event)
-        original(self, event)
+    def failing_after_the_rows(self, conn, events, event_ids):
+        # the event rows of both shards are written by now (bulk or one by one): the failure comes after them
+        stored.extend(events)
+        raise RuntimeError("disk full")
 
-    monkeypatch.setattr(PooledSqliteEventLogStorage, "store_event", failing_on_the_fourth)
+    monkeypatch.setattr(PooledSqliteEventLogStorage, "_store_asset_event_tags", failing_after_the_rows)
     try:
         pooled.store_event_batch(events)
     except RuntimeError:
