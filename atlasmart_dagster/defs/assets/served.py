@@ -145,6 +145,7 @@ def sync_served_partitions(
         return changed
     runs: dict[str, dg.DagsterRun | None] = {}
     reports: list[tuple[dg.DagsterRun | None, dg.AssetMaterialization]] = []
+    defined = set(daily_partitions.get_partition_keys())  # one set, not a window computed per day and product
     if states is None:
         states = platform.ledger.partitions.states(None, CERTIFIED_ASSETS)  # one read for every product
     for product in CERTIFIED_ASSETS:
@@ -163,7 +164,7 @@ def sync_served_partitions(
             reported = _reported(instance, asset, days)
         for day in days:
             version = served[day]
-            if not daily_partitions.has_partition_key(day):
+            if day not in defined:
                 continue  # outside the partitions the code location defines (older, or after the last)
             if reported.get(day) != str(version.certification.id):
                 materialization = dg.AssetMaterialization(asset_key=key, partition=day, metadata=served_metadata(version))
