@@ -30,6 +30,15 @@ Dagster's own ``store_event_batch`` on the instance's event log: one
 transaction per shard on the embedded pooled SQLite storage, one ``INSERT``
 on Postgres.
 
+A check's *Partitions* tab (the UI's ``AssetCheckPartitionHealthQuery``,
+``partitionStatuses``) is stricter than the *Checks* tab: it counts a day only when the
+day's newest evaluation names, by storage id, the day's newest
+materialization (``AssetCheckPartitionInfo.is_current``, read from the
+``materialization_event_storage_id`` Dagster stores from
+``target_materialization_data``); a per-day evaluation a step yields itself
+names none unless it is set, and every day read *Missing*. ``judging_each``
+names it for each evaluation of a step, one query per asset.
+
 Internals used: the payload class ``StepMaterializationData``, the runless
 run id and job name (``RUNLESS_RUN_ID``, ``RUNLESS_JOB_NAME``), and
 ``AssetCheckEvaluationTargetMaterializationData`` (the type of the public
@@ -114,9 +123,38 @@ def newest_materialization(instance: dg.DagsterInstance, asset_key: dg.AssetKey,
     return records[0] if records else None
 
 
+def judging_each(
+    instance: dg.DagsterInstance, evaluations: list[dg.AssetCheckEvaluation]
+) -> list[dg.AssetCheckEvaluation]:
+    """Each of ``evaluations`` naming the materialization it judges (``judging``), read once per asset."""
+    newest: dict[tuple[dg.AssetKey, str | None], object] = {}
+    by_asset: dict[dg.AssetKey, set[str]] = {}
+    for evaluation in evaluations:
+        if evaluation.partition is not None:
+            by_asset.setdefault(evaluation.asset_key, set()).add(evaluation.partition)
+    for asset_key, partitions in by_asset.items():
+        # Newest first: each day's first record is its newest (a run's own days are the newest there are).
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=sorted(partitions)), limit=4 * len(partitions)
+        ).records
+        for record in records:
+            newest.setdefault((asset_key, record.partition_key), record)
+    judged = []
+    for evaluation in evaluations:
+        key = (evaluation.asset_key, evaluation.partition)
+        if key not in newest:
+            newest[key] = newest_materialization(instance, evaluation.asset_key, evaluation.partition)
+        judged.append(_naming(evaluation, newest[key]))
+    return judged
+
+
 def judging(instance: dg.DagsterInstance, evaluation: dg.AssetCheckEvaluation) -> dg.AssetCheckEvaluation:
     """``evaluation`` naming the materialization it judges: its asset's newest now (None: nothing materialized)."""
-    record = newest_materialization(instance, evaluation.asset_key, evaluation.partition)
+    return _naming(evaluation, newest_materialization(instance, evaluation.asset_key, evaluation.partition))
+
+
+def _naming(evaluation: dg.AssetCheckEvaluation, record) -> dg.AssetCheckEvaluation:
+    """``evaluation`` naming the materialization ``record`` as the one it judges (None: as it is)."""
     if record is None:
         return evaluation
     target = AssetCheckEvaluationTargetMaterializationData(

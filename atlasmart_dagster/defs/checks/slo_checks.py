@@ -353,4 +353,5 @@ def partition_slos(context: dg.AssetCheckExecutionContext, atlasmart: AtlasmartR
     else:  # an AssetCheckResult would not do: Dagster 1.13 asks a partitioned check's run for its partition
         evaluations = every_day_evaluations(step.platform, now)
     output_names = {spec.key: spec.get_python_identifier() for spec in SLO_CHECK_SPECS}
-    yield from partitioned_check_events(output_names, context.selected_asset_check_keys, evaluations)
+    yield from partitioned_check_events(context.instance, output_names, context.selected_asset_check_keys,
+                                        evaluations)

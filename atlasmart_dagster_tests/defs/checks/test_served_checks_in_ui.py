@@ -106,3 +106,46 @@ def shown_in_the_ui(env: Env) -> None:
             assert shown[OPEN_INCIDENTS]["status"] == "SUCCEEDED"
             assert shown[CERTIFICATION_STATE]["status"] in {"SUCCEEDED", "FAILED"}
             assert shown[CERTIFICATION_STATE]["evaluation"]["description"].startswith("**")
+
+
+# What a check's *Partitions* tab asks (the UI's ``AssetCheckPartitionHealthQuery``): Dagster counts a day
+# only when its newest evaluation names the day's newest materialization (``AssetCheckPartitionInfo.is_current``).
+CHECK_PARTITIONS_TAB = """
+query ($assetKey: AssetKeyInput!, $checkName: String!) {
+  assetNodeOrError(assetKey: $assetKey) {
+    ... on AssetNode {
+      assetCheckOrError(checkName: $checkName) {
+        ... on AssetCheck {
+          partitionStatuses { ... on AssetCheckTimePartitionStatuses { ranges { startKey endKey status } } }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def check_partitions_tab(process, asset: str, check: str) -> dict[str, str]:
+    """Each day the check's Partitions tab counts, with its status (a day absent reads *Missing*)."""
+    from atlasmart_dagster.defs.partitions import daily_partitions
+
+    data = query(process, CHECK_PARTITIONS_TAB, assetKey={"path": [asset]}, checkName=check)
+    days = {}
+    for r in data["assetNodeOrError"]["assetCheckOrError"]["partitionStatuses"]["ranges"]:
+        keys = daily_partitions.get_partition_keys_in_range(dg.PartitionKeyRange(r["startKey"], r["endKey"]))
+        days.update(dict.fromkeys(keys, r["status"]))
+    return days
+
+
+def test_a_checks_partitions_tab_counts_every_day_it_evaluated(tmp_path):
+    """Issue 33: every day read *Missing* ("Passed (0)") though each was evaluated, because no evaluation named
+    the materialization it judged."""
+    env = Env(tmp_path)
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        env.instance = instance
+        run_chain(env.defs, env.instance, env.platform, ["2026-09-19", "2026-09-20"], lane="backfill")
+        run_chain(env.defs, env.instance, env.platform, ["2026-09-21"], lane="current")
+        with ui_context(env) as process:
+            chain = check_partitions_tab(process, MART, "mart_matches_agg_and_metric")
+            assert chain == dict.fromkeys(["2026-09-19", "2026-09-20", "2026-09-21"], "SUCCEEDED"), chain
