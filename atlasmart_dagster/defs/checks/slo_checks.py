@@ -59,7 +59,7 @@ from ..assets.served import served_asset
 from ..partitions import daily_partitions
 from .days import day_ranges
 from ..assets.step import Step, partitioned_check_events
-from ..dagster_event_adapter import judging
+from ..dagster_event_adapter import judging, newest_materializations, report_evaluation_in_run
 from .said import what_it_says_now
 from ..resources import AtlasmartResource
 
@@ -214,16 +214,22 @@ def _what_it_says(evaluation: dg.AssetCheckEvaluation) -> str:
 _HISTORY_READ = 500
 
 
-def _said_per_day(instance: dg.DagsterInstance, key: dg.AssetCheckKey, days: set[str]) -> dict[str, str]:
-    """What the newest runless row covering each of ``days`` says (absent: no such row among the newest)."""
-    said: dict[str, str] = {}
+def _said_per_day(
+    instance: dg.DagsterInstance, key: dg.AssetCheckKey, days: set[str]
+) -> dict[str, tuple[str, int | None]]:
+    """What the newest row covering each of ``days`` says, and the storage id of the materialization it names
+    (absent: no such row among the newest). A row of a run without a day (*Execute all*) covers none."""
+    said: dict[str, tuple[str, int | None]] = {}
     for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=_HISTORY_READ):
-        if record.run_id or record.event is None or record.event.dagster_event is None:
+        if (record.run_id and not record.partition) or record.event is None or record.event.dagster_event is None:
             continue
         evaluation = record.event.dagster_event.asset_check_evaluation_data
+        if evaluation is None:  # planned in a run, never evaluated
+            continue
+        target = evaluation.target_materialization_data
         for day in _covered_days(evaluation):
             if day in days and day not in said:
-                said[day] = _what_it_says(evaluation)
+                said[day] = (_what_it_says(evaluation), target.storage_id if target else None)
         if len(said) == len(days):
             break
     return said
@@ -283,16 +289,34 @@ def report_slos(
         for evaluation in partition_slo_evaluations(platform, day, now, in_run=False, states=states):
             by_key.setdefault(evaluation.asset_check_key, []).append(evaluation)
     written = []
+    served = {asset: newest_materializations(instance, dg.AssetKey(asset), days) for asset in SLO_ASSETS}
     for key in SLO_CHECK_KEYS:
         with platform.ledger.engine.transaction():  # asked and written under one lock: see said.py
             fresh = by_key.get(key, [])
+            in_run = {e.metadata["partition"].value: served[key.asset_key.to_user_string()].get(
+                e.metadata["partition"].value) for e in fresh if e.metadata["measured"].value}
+            in_run = {day: record for day, record in in_run.items() if record is not None and record.run_id}
             if what_it_says_now(instance, key) is not None:  # else a newer served day: say these days again
                 said = _said_per_day(instance, key, set(days))
-                fresh = [e for e in fresh if said.get(e.metadata["partition"].value) != _what_it_says(e)]
-            for evaluation in _grouped(key, fresh):
+                fresh = [e for e in fresh if not _still_said(said, e, in_run)]
+            for evaluation in fresh:
+                day = evaluation.metadata["partition"].value
+                if day in in_run:  # measured, and served: counted in the check's Partitions tab
+                    report_evaluation_in_run(instance, in_run[day], evaluation)
+                    written.append(evaluation)
+            for evaluation in _grouped(key, [e for e in fresh if e.metadata["partition"].value not in in_run]):
                 instance.report_runless_asset_event(judging(instance, evaluation))
                 written.append(evaluation)
     return written
+
+
+def _still_said(said: dict[str, tuple[str, int | None]], evaluation: dg.AssetCheckEvaluation, in_run: dict) -> bool:
+    """Whether the newest row of the evaluation's day says the same (and, for a day recorded in its served run,
+    names the day's served materialization now, else its Partitions tab would stop counting it)."""
+    day = evaluation.metadata["partition"].value
+    if day not in said or said[day][0] != _what_it_says(evaluation):
+        return False
+    return day not in in_run or said[day][1] == in_run[day].storage_id
 
 
 def every_day_evaluations(

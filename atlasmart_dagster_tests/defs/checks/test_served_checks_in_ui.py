@@ -19,6 +19,7 @@ from atlasmart_dagster.defs.checks.certification_checks import CERTIFICATION_STA
 from atlasmart_dagster.defs.checks.open_incidents import OPEN_INCIDENTS
 from atlasmart_dagster.defs.checks.slo_checks import SLO_CHECK_KEYS
 from atlasmart_dagster.ops.runs.chains import run_chain
+from atlasmart_dagster.product.slo import latest_results
 from atlasmart_dagster_tests.environment import Env
 
 MART = "mart_finance_daily_sales"
@@ -149,3 +150,12 @@ def test_a_checks_partitions_tab_counts_every_day_it_evaluated(tmp_path):
         with ui_context(env) as process:
             chain = check_partitions_tab(process, MART, "mart_matches_agg_and_metric")
             assert chain == dict.fromkeys(["2026-09-19", "2026-09-20", "2026-09-21"], "SUCCEEDED"), chain
+            # An SLO check counts each served day measured on its objective (the daily load's first delivery):
+            # met or missed as recorded; a day not measured (backfilled) is not an SLO event and reads Missing.
+            for key in SLO_CHECK_KEYS:
+                recorded = {r.partition: "SUCCEEDED" if r.met else "FAILED"
+                            for day in ("2026-09-19", "2026-09-20", "2026-09-21")
+                            for r in latest_results(env.platform.ledger, day) if f"slo_{r.objective}" == key.name}
+                assert recorded.keys() == {"2026-09-21"}, (key, recorded)
+                shown = check_partitions_tab(process, key.asset_key.to_user_string(), key.name)
+                assert shown == recorded, (key, shown, recorded)
