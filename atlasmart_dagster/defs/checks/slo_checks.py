@@ -24,7 +24,12 @@ evaluation per partition, with Dagster's ``partition`` field, completing the
 per-partition rows Dagster planned. Runless evaluations name their day in the
 metadata only: Dagster 1.13 indexes check executions by (check, run,
 partition) uniquely and runless events share one empty run id, so a second
-runless evaluation of the same day would be refused. Each check executes on
+runless evaluation of the same day would be refused. So a day measured
+on an objective and served is recorded instead in the run that built its
+served version, with its ``partition`` and naming that served
+materialization: the check's *Partitions* tab counts a day only so (met:
+*Passed*, missed: *Failed*); a day not measured reads *Missing* there, its
+row in the history. Each check executes on
 its own (subsettable), so *Execute all* on a served asset offers and runs
 them too: it launches with no partition, and each check then writes one row
 that states every day AtlasMart knows, days with the same verdict as one
@@ -289,13 +294,14 @@ def report_slos(
         for evaluation in partition_slo_evaluations(platform, day, now, in_run=False, states=states):
             by_key.setdefault(evaluation.asset_check_key, []).append(evaluation)
     written = []
-    served = {asset: newest_materializations(instance, dg.AssetKey(asset), days) for asset in SLO_ASSETS}
+    # A measured day is recorded in the run that built its served version (``_in_runs``); a backfill has none.
+    measured = sorted({e.metadata["partition"].value for evaluations in by_key.values() for e in evaluations
+                       if e.metadata["measured"].value})
+    served = {asset: newest_materializations(instance, dg.AssetKey(asset), measured) for asset in SLO_ASSETS}
     for key in SLO_CHECK_KEYS:
         with platform.ledger.engine.transaction():  # asked and written under one lock: see said.py
             fresh = by_key.get(key, [])
-            in_run = {e.metadata["partition"].value: served[key.asset_key.to_user_string()].get(
-                e.metadata["partition"].value) for e in fresh if e.metadata["measured"].value}
-            in_run = {day: record for day, record in in_run.items() if record is not None and record.run_id}
+            in_run = _in_runs(fresh, served[key.asset_key.to_user_string()])
             if what_it_says_now(instance, key) is not None:  # else a newer served day: say these days again
                 said = _said_per_day(instance, key, set(days))
                 fresh = [e for e in fresh if not _still_said(said, e, in_run)]
@@ -308,6 +314,20 @@ def report_slos(
                 instance.report_runless_asset_event(judging(instance, evaluation))
                 written.append(evaluation)
     return written
+
+
+def _in_runs(evaluations: list[dg.AssetCheckEvaluation], served: dict) -> dict:
+    """The days of ``evaluations`` measured and served in a run of this instance -> their served materialization.
+
+    These are counted in the check's *Partitions* tab: Dagster counts a day
+    only by an evaluation with the day that names the day's newest
+    materialization, and a runless one with a day could be written once
+    (``report_evaluation_in_run``). The other days keep their runless rows,
+    without a day (read *Missing* there): not measured, not served, or served
+    runless (a home restored into a new instance).
+    """
+    days = {e.metadata["partition"].value for e in evaluations if e.metadata["measured"].value}
+    return {day: served[day] for day in days if day in served and served[day].run_id}
 
 
 def _still_said(said: dict[str, tuple[str, int | None]], evaluation: dg.AssetCheckEvaluation, in_run: dict) -> bool:
