@@ -30,6 +30,15 @@ Dagster's own ``store_event_batch`` on the instance's event log: one
 transaction per shard on the embedded pooled SQLite storage, one ``INSERT``
 on Postgres.
 
+A check's *Partitions* tab (the UI's ``AssetCheckPartitionHealthQuery``,
+``partitionStatuses``) is stricter than the *Checks* tab: it counts a day only when the
+day's newest evaluation names, by storage id, the day's newest
+materialization (``AssetCheckPartitionInfo.is_current``, read from the
+``materialization_event_storage_id`` Dagster stores from
+``target_materialization_data``); a per-day evaluation a step yields itself
+names none unless it is set, and every day read *Missing*. ``judging_each``
+names it for each evaluation of a step, one query per asset.
+
 Internals used: the payload class ``StepMaterializationData``, the runless
 run id and job name (``RUNLESS_RUN_ID``, ``RUNLESS_JOB_NAME``), and
 ``AssetCheckEvaluationTargetMaterializationData`` (the type of the public
@@ -106,6 +115,53 @@ def report_materializations(
             storage.store_event_batch(batch)
 
 
+def newest_materializations(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey, partitions
+) -> dict[str, dg.EventLogRecord]:
+    """The newest materialization record of each of ``partitions`` that has one (a few queries, not one a day)."""
+    wanted = sorted(set(partitions))
+    newest: dict[str, dg.EventLogRecord] = {}
+    if wanted:
+        # Newest first: each day's first record is its newest (a run's own days are the newest there are).
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=wanted), limit=4 * len(wanted)
+        ).records
+        for record in records:
+            newest.setdefault(record.partition_key, record)
+    for partition in wanted:
+        if partition not in newest:  # older than the records read above, or never materialized
+            record = newest_materialization(instance, asset_key, partition)
+            if record is not None:
+                newest[partition] = record
+    return newest
+
+
+def report_evaluation_in_run(
+    instance: dg.DagsterInstance, materialization: dg.EventLogRecord, evaluation: dg.AssetCheckEvaluation
+) -> None:
+    """Record ``evaluation`` of the day ``materialization`` is of, in the run that recorded it, naming it.
+
+    Dagster keeps one execution row per check, run and day: a second
+    evaluation of the same day in the same run replaces the row (the event
+    log keeps both). A runless one could be written once per day only (the
+    index's empty run id), so a day whose verdict is to be counted in the
+    check's *Partitions* tab is recorded in the run of the served version it
+    judges, where its served materialization is.
+    """
+    entry = materialization.event_log_entry
+    judged = _naming(dg.AssetCheckEvaluation(
+        asset_key=evaluation.asset_key, check_name=evaluation.check_name, passed=evaluation.passed,
+        metadata=evaluation.metadata, severity=evaluation.severity, description=evaluation.description,
+        blocking=evaluation.blocking, partition=materialization.partition_key,
+    ), materialization)
+    event = dg.DagsterEvent(
+        event_type_value=dg.DagsterEventType.ASSET_CHECK_EVALUATION.value,
+        job_name=entry.job_name,
+        event_specific_data=judged,
+    )
+    instance.report_dagster_event(event, run_id=entry.run_id)
+
+
 def newest_materialization(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str | None = None):
     """The newest materialization record of the asset (of ``partition``, if given), or None."""
     records = instance.fetch_materializations(
@@ -114,9 +170,34 @@ def newest_materialization(instance: dg.DagsterInstance, asset_key: dg.AssetKey,
     return records[0] if records else None
 
 
+def judging_each(
+    instance: dg.DagsterInstance, evaluations: list[dg.AssetCheckEvaluation]
+) -> list[dg.AssetCheckEvaluation]:
+    """Each of ``evaluations`` naming the materialization it judges (``judging``), read once per asset."""
+    newest: dict[tuple[dg.AssetKey, str | None], object] = {}
+    by_asset: dict[dg.AssetKey, set[str]] = {}
+    for evaluation in evaluations:
+        if evaluation.partition is not None:
+            by_asset.setdefault(evaluation.asset_key, set()).add(evaluation.partition)
+    for asset_key, partitions in by_asset.items():
+        for partition, record in newest_materializations(instance, asset_key, partitions).items():
+            newest[(asset_key, partition)] = record
+    judged = []
+    for evaluation in evaluations:
+        key = (evaluation.asset_key, evaluation.partition)
+        if key not in newest:
+            newest[key] = newest_materialization(instance, evaluation.asset_key, evaluation.partition)
+        judged.append(_naming(evaluation, newest[key]))
+    return judged
+
+
 def judging(instance: dg.DagsterInstance, evaluation: dg.AssetCheckEvaluation) -> dg.AssetCheckEvaluation:
     """``evaluation`` naming the materialization it judges: its asset's newest now (None: nothing materialized)."""
-    record = newest_materialization(instance, evaluation.asset_key, evaluation.partition)
+    return _naming(evaluation, newest_materialization(instance, evaluation.asset_key, evaluation.partition))
+
+
+def _naming(evaluation: dg.AssetCheckEvaluation, record) -> dg.AssetCheckEvaluation:
+    """``evaluation`` naming the materialization ``record`` as the one it judges (None: as it is)."""
     if record is None:
         return evaluation
     target = AssetCheckEvaluationTargetMaterializationData(

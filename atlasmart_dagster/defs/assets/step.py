@@ -15,6 +15,7 @@ from ...product.lanes import LANE_TAG, MANUAL, lane_of
 from ...store.ledger.partition_states import BUILT
 from ...store.platform import Platform
 from ..partitions import partition_keys_from_tags
+from ..dagster_event_adapter import judging_each
 from ..resources import AtlasmartResource
 from ..tracing import StepTrace
 
@@ -116,6 +117,7 @@ class CheckOutcome:
 
 
 def partitioned_check_events(
+    instance: dg.DagsterInstance,
     output_names: Mapping[dg.AssetCheckKey, str],
     selected: Iterable[dg.AssetCheckKey],
     evaluations: Iterable[dg.AssetCheckEvaluation],
@@ -129,9 +131,14 @@ def partitioned_check_events(
     yields for it) and then its per-partition evaluations, which complete the
     planned rows. A failed evaluation of a blocking check with ERROR severity
     fails the step after all its events, as a failed ``AssetCheckResult`` does.
+
+    Each evaluation names the materialization it judges, the day's newest
+    (yield them after the step's materializations), as an ``AssetCheckResult``
+    would: the check's *Partitions* tab counts a day only then, and read every
+    day *Missing* ("Passed (0)") without it (``dagster_event_adapter.py``).
     """
     by_key: dict[dg.AssetCheckKey, list[dg.AssetCheckEvaluation]] = {}
-    for evaluation in evaluations:
+    for evaluation in judging_each(instance, list(evaluations)):
         by_key.setdefault(evaluation.asset_check_key, []).append(evaluation)
     for key in sorted(selected, key=lambda k: (k.asset_key.to_user_string(), k.name)):
         yield dg.Output(None, output_name=output_names[key])
@@ -181,7 +188,7 @@ def run_wide_check_events(
         yield from run_check_results(context.selected_asset_check_keys, evaluations)
         return
     yield from partitioned_check_events(
-        output_names, context.selected_asset_check_keys,
+        context.instance, output_names, context.selected_asset_check_keys,
         [at_partition(e, p) for e in evaluations for p in partitions],
     )
 
@@ -350,7 +357,7 @@ class Step:
             for outcome in outcomes
             for e in outcome.to_evaluations(per_partition=(outcome.asset, outcome.name) not in unpartitioned)
         ]
-        yield from partitioned_check_events(self.check_output_names(), selected, evaluations)
+        yield from partitioned_check_events(self.context.instance, self.check_output_names(), selected, evaluations)
 
     def _checks_planned_unpartitioned(self) -> set[tuple[str, str]]:
         """The checks Dagster planned once for the whole run rather than per partition.

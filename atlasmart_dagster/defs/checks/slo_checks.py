@@ -24,7 +24,12 @@ evaluation per partition, with Dagster's ``partition`` field, completing the
 per-partition rows Dagster planned. Runless evaluations name their day in the
 metadata only: Dagster 1.13 indexes check executions by (check, run,
 partition) uniquely and runless events share one empty run id, so a second
-runless evaluation of the same day would be refused. Each check executes on
+runless evaluation of the same day would be refused. So a day measured
+on an objective and served is recorded instead in the run that built its
+served version, with its ``partition`` and naming that served
+materialization: the check's *Partitions* tab counts a day only so (met:
+*Passed*, missed: *Failed*); a day not measured reads *Missing* there, its
+row in the history. Each check executes on
 its own (subsettable), so *Execute all* on a served asset offers and runs
 them too: it launches with no partition, and each check then writes one row
 that states every day AtlasMart knows, days with the same verdict as one
@@ -59,7 +64,7 @@ from ..assets.served import served_asset
 from ..partitions import daily_partitions
 from .days import day_ranges
 from ..assets.step import Step, partitioned_check_events
-from ..dagster_event_adapter import judging
+from ..dagster_event_adapter import judging, newest_materializations, report_evaluation_in_run
 from .said import what_it_says_now
 from ..resources import AtlasmartResource
 
@@ -214,16 +219,22 @@ def _what_it_says(evaluation: dg.AssetCheckEvaluation) -> str:
 _HISTORY_READ = 500
 
 
-def _said_per_day(instance: dg.DagsterInstance, key: dg.AssetCheckKey, days: set[str]) -> dict[str, str]:
-    """What the newest runless row covering each of ``days`` says (absent: no such row among the newest)."""
-    said: dict[str, str] = {}
+def _said_per_day(
+    instance: dg.DagsterInstance, key: dg.AssetCheckKey, days: set[str]
+) -> dict[str, tuple[str, int | None]]:
+    """What the newest row covering each of ``days`` says, and the storage id of the materialization it names
+    (absent: no such row among the newest). A row of a run without a day (*Execute all*) covers none."""
+    said: dict[str, tuple[str, int | None]] = {}
     for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=_HISTORY_READ):
-        if record.run_id or record.event is None or record.event.dagster_event is None:
+        if (record.run_id and not record.partition) or record.event is None or record.event.dagster_event is None:
             continue
         evaluation = record.event.dagster_event.asset_check_evaluation_data
+        if evaluation is None:  # planned in a run, never evaluated
+            continue
+        target = evaluation.target_materialization_data
         for day in _covered_days(evaluation):
             if day in days and day not in said:
-                said[day] = _what_it_says(evaluation)
+                said[day] = (_what_it_says(evaluation), target.storage_id if target else None)
         if len(said) == len(days):
             break
     return said
@@ -283,16 +294,49 @@ def report_slos(
         for evaluation in partition_slo_evaluations(platform, day, now, in_run=False, states=states):
             by_key.setdefault(evaluation.asset_check_key, []).append(evaluation)
     written = []
+    # A measured day is recorded in the run that built its served version (``_in_runs``); a backfill has none.
+    measured = sorted({e.metadata["partition"].value for evaluations in by_key.values() for e in evaluations
+                       if e.metadata["measured"].value})
+    served = {asset: newest_materializations(instance, dg.AssetKey(asset), measured) for asset in SLO_ASSETS}
     for key in SLO_CHECK_KEYS:
         with platform.ledger.engine.transaction():  # asked and written under one lock: see said.py
             fresh = by_key.get(key, [])
+            in_run = _in_runs(fresh, served[key.asset_key.to_user_string()])
             if what_it_says_now(instance, key) is not None:  # else a newer served day: say these days again
                 said = _said_per_day(instance, key, set(days))
-                fresh = [e for e in fresh if said.get(e.metadata["partition"].value) != _what_it_says(e)]
-            for evaluation in _grouped(key, fresh):
+                fresh = [e for e in fresh if not _still_said(said, e, in_run)]
+            for evaluation in fresh:
+                day = evaluation.metadata["partition"].value
+                if day in in_run:  # measured, and served: counted in the check's Partitions tab
+                    report_evaluation_in_run(instance, in_run[day], evaluation)
+                    written.append(evaluation)
+            for evaluation in _grouped(key, [e for e in fresh if e.metadata["partition"].value not in in_run]):
                 instance.report_runless_asset_event(judging(instance, evaluation))
                 written.append(evaluation)
     return written
+
+
+def _in_runs(evaluations: list[dg.AssetCheckEvaluation], served: dict) -> dict:
+    """The days of ``evaluations`` measured and served in a run of this instance -> their served materialization.
+
+    These are counted in the check's *Partitions* tab: Dagster counts a day
+    only by an evaluation with the day that names the day's newest
+    materialization, and a runless one with a day could be written once
+    (``report_evaluation_in_run``). The other days keep their runless rows,
+    without a day (read *Missing* there): not measured, not served, or served
+    runless (a home restored into a new instance).
+    """
+    days = {e.metadata["partition"].value for e in evaluations if e.metadata["measured"].value}
+    return {day: served[day] for day in days if day in served and served[day].run_id}
+
+
+def _still_said(said: dict[str, tuple[str, int | None]], evaluation: dg.AssetCheckEvaluation, in_run: dict) -> bool:
+    """Whether the newest row of the evaluation's day says the same (and, for a day recorded in its served run,
+    names the day's served materialization now, else its Partitions tab would stop counting it)."""
+    day = evaluation.metadata["partition"].value
+    if day not in said or said[day][0] != _what_it_says(evaluation):
+        return False
+    return day not in in_run or said[day][1] == in_run[day].storage_id
 
 
 def every_day_evaluations(
@@ -353,4 +397,5 @@ def partition_slos(context: dg.AssetCheckExecutionContext, atlasmart: AtlasmartR
     else:  # an AssetCheckResult would not do: Dagster 1.13 asks a partitioned check's run for its partition
         evaluations = every_day_evaluations(step.platform, now)
     output_names = {spec.key: spec.get_python_identifier() for spec in SLO_CHECK_SPECS}
-    yield from partitioned_check_events(output_names, context.selected_asset_check_keys, evaluations)
+    yield from partitioned_check_events(context.instance, output_names, context.selected_asset_check_keys,
+                                        evaluations)

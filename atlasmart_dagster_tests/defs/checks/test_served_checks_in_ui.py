@@ -19,6 +19,7 @@ from atlasmart_dagster.defs.checks.certification_checks import CERTIFICATION_STA
 from atlasmart_dagster.defs.checks.open_incidents import OPEN_INCIDENTS
 from atlasmart_dagster.defs.checks.slo_checks import SLO_CHECK_KEYS
 from atlasmart_dagster.ops.runs.chains import run_chain
+from atlasmart_dagster.product.slo import latest_results
 from atlasmart_dagster_tests.environment import Env
 
 MART = "mart_finance_daily_sales"
@@ -106,3 +107,55 @@ def shown_in_the_ui(env: Env) -> None:
             assert shown[OPEN_INCIDENTS]["status"] == "SUCCEEDED"
             assert shown[CERTIFICATION_STATE]["status"] in {"SUCCEEDED", "FAILED"}
             assert shown[CERTIFICATION_STATE]["evaluation"]["description"].startswith("**")
+
+
+# What a check's *Partitions* tab asks (the UI's ``AssetCheckPartitionHealthQuery``): Dagster counts a day
+# only when its newest evaluation names the day's newest materialization (``AssetCheckPartitionInfo.is_current``).
+CHECK_PARTITIONS_TAB = """
+query ($assetKey: AssetKeyInput!, $checkName: String!) {
+  assetNodeOrError(assetKey: $assetKey) {
+    ... on AssetNode {
+      assetCheckOrError(checkName: $checkName) {
+        ... on AssetCheck {
+          partitionStatuses { ... on AssetCheckTimePartitionStatuses { ranges { startKey endKey status } } }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def check_partitions_tab(process, asset: str, check: str) -> dict[str, str]:
+    """Each day the check's Partitions tab counts, with its status (a day absent reads *Missing*)."""
+    from atlasmart_dagster.defs.partitions import daily_partitions
+
+    data = query(process, CHECK_PARTITIONS_TAB, assetKey={"path": [asset]}, checkName=check)
+    days = {}
+    for r in data["assetNodeOrError"]["assetCheckOrError"]["partitionStatuses"]["ranges"]:
+        keys = daily_partitions.get_partition_keys_in_range(dg.PartitionKeyRange(r["startKey"], r["endKey"]))
+        days.update(dict.fromkeys(keys, r["status"]))
+    return days
+
+
+def test_a_checks_partitions_tab_counts_every_day_it_evaluated(tmp_path):
+    """Issue 33: every day read *Missing* ("Passed (0)") though each was evaluated, because no evaluation named
+    the materialization it judged."""
+    env = Env(tmp_path)
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        env.instance = instance
+        run_chain(env.defs, env.instance, env.platform, ["2026-09-19", "2026-09-20"], lane="backfill")
+        run_chain(env.defs, env.instance, env.platform, ["2026-09-21"], lane="current")
+        with ui_context(env) as process:
+            chain = check_partitions_tab(process, MART, "mart_matches_agg_and_metric")
+            assert chain == dict.fromkeys(["2026-09-19", "2026-09-20", "2026-09-21"], "SUCCEEDED"), chain
+            # An SLO check counts each served day measured on its objective (the daily load's first delivery):
+            # met or missed as recorded; a day not measured (backfilled) is not an SLO event and reads Missing.
+            for key in SLO_CHECK_KEYS:
+                recorded = {r.partition: "SUCCEEDED" if r.met else "FAILED"
+                            for day in ("2026-09-19", "2026-09-20", "2026-09-21")
+                            for r in latest_results(env.platform.ledger, day) if f"slo_{r.objective}" == key.name}
+                assert recorded.keys() == {"2026-09-21"}, (key, recorded)
+                shown = check_partitions_tab(process, key.asset_key.to_user_string(), key.name)
+                assert shown == recorded, (key, shown, recorded)

@@ -88,13 +88,19 @@ def test_backfilled_days_read_not_measured_with_why_in_one_row_per_decision(tmp_
         assert row.metadata["days"].value == DAYS and row.metadata["measured"].value is False
 
 
-def test_a_recorded_miss_is_shown_for_its_day_without_a_run_and_once(tmp_path):
+def test_a_recorded_miss_is_shown_for_its_day_in_the_run_it_judges_and_once(tmp_path):
     env = Env(tmp_path, clock="logical")
     LogicalClock(env.home / "clock.json").set("2026-09-22T09:00:00Z")  # 2026-09-21 was due at 08:30
     day = "2026-09-21"
-    assert run_chain(env.defs, env.instance, env.platform, [day], lane="current").certified == [day]
+    outcome = run_chain(env.defs, env.instance, env.platform, [day], lane="current")
+    assert outcome.certified == [day]
     report_day_states(env.instance, env.platform, [day])  # reported again by another path
     key = dg.AssetCheckKey(dg.AssetKey(served_asset("mart_finance_daily_sales")), "slo_availability")
-    (row,) = runless_rows(env, key)
+    assert not runless_rows(env, key)
+    # A measured day served: recorded in the run that built what is served, with its day, so the check's
+    # Partitions tab counts it (test_served_checks_in_ui.py).
+    (record,) = check_history(env, key.asset_key.to_user_string(), key.name)
+    assert record.run_id == outcome.run_id and record.partition == day
+    row = record.event.dagster_event.asset_check_evaluation_data
     assert not row.passed and row.description.startswith(f"{day} availability") and "MISSED by" in row.description
     assert row.metadata["partition"].value == day and row.metadata["measured"].value is True
