@@ -9,6 +9,7 @@ CERTIFICATION_REFUSED ledger events with the figures the dashboard showed.
 from __future__ import annotations
 
 from ..domain.check_names import GOLDEN_MATCHES_GOVERNED_METRIC
+from ..store.ledger.day_states import DayStates
 from ..store.ledger.holds import covering_hold
 from ..store.ledger.partition_states import CERTIFICATION_REFUSED, CERTIFIED
 from ..store.platform import Platform
@@ -16,13 +17,18 @@ from .certification_gate import GateDecision
 from .dashboards import current, fingerprint, tile_values
 
 
-def certify_dashboards(platform: Platform, run_id: str, actor: str) -> list[GateDecision]:
+def certify_dashboards(
+    platform: Platform, run_id: str, actor: str, recorded: DayStates | None = None
+) -> list[GateDecision]:
     """Certify each dashboard day whose golden cross-check passed in ``run_id`` (and is not held).
 
     Idempotent: a (dashboard, day) already decided for ``run_id`` is not decided again.
+    ``recorded``: the caller's read of what the run recorded (``of_run``), holding its dashboard
+    decisions as they are now (read here when None).
     """
     ledger = platform.ledger
-    decided = {(d.asset, d.day) for d in ledger.partitions.of_run(run_id) if d.decisions}
+    recorded = recorded if recorded is not None else ledger.partitions.of_run(run_id)
+    decided = {(d.asset, d.day) for d in recorded if d.decisions}
     results = [r for r in ledger.checks.results(run_id=run_id)
                if r["check_name"] == GOLDEN_MATCHES_GOVERNED_METRIC and (r["asset"], r["partition"]) not in decided]
     decisions = []

@@ -68,17 +68,24 @@ def certify_run_read(
     actor: str = "certification-gate",
 ) -> RunCertification:
     """``certify_run``, and the one read of the ledger's days its decisions left (see ``RunCertification``)."""
-    certified = certify_and_deliver_read(platform, pending_builds(platform, run_id), run_succeeded, actor)
+    # What the run recorded, read once: its pending builds, and the dashboard days already decided for it
+    # (the gate's decisions below concern the certified products only, so this read stays true of dashboards).
+    recorded = platform.ledger.partitions.of_run(run_id)
+    certified = certify_and_deliver_read(platform, pending_builds(platform, run_id, recorded), run_succeeded, actor)
     decisions = list(certified.decisions)
     if run_succeeded:
-        decisions += certify_dashboards(platform, run_id, actor)
+        decisions += certify_dashboards(platform, run_id, actor, recorded)
     return RunCertification(decisions, certified.states)
 
 
-def pending_builds(platform: Platform, run_id: str) -> list[PartitionEvent]:
-    """The newest build of each certified (asset, partition) in the run that the gate has not decided yet."""
+def pending_builds(platform: Platform, run_id: str, recorded: DayStates | None = None) -> list[PartitionEvent]:
+    """The newest build of each certified (asset, partition) in the run that the gate has not decided yet.
+
+    ``recorded``: the caller's read of what the run recorded (``of_run``; read here when None).
+    """
+    recorded = recorded if recorded is not None else platform.ledger.partitions.of_run(run_id)
     return [
-        day.builds[-1] for day in platform.ledger.partitions.of_run(run_id)
+        day.builds[-1] for day in recorded
         if day.asset in CERTIFIED_ASSETS and day.builds and day.builds[-1] in day.undecided_builds
     ]
 
