@@ -69,12 +69,7 @@ def report_materialization_in_run(
     instance: dg.DagsterInstance, run: dg.DagsterRun, materialization: dg.AssetMaterialization
 ) -> None:
     """Record ``materialization`` in ``run``'s event log (the run may have ended), at the current time."""
-    event = dg.DagsterEvent(
-        event_type_value=dg.DagsterEventType.ASSET_MATERIALIZATION.value,
-        job_name=run.job_name,
-        event_specific_data=StepMaterializationData(materialization),
-    )
-    instance.report_dagster_event(event, run_id=run.run_id)
+    report_materializations(instance, [(run, materialization)])
 
 
 def report_materializations(
@@ -180,8 +175,9 @@ def judging_each(
         if evaluation.partition is not None:
             by_asset.setdefault(evaluation.asset_key, set()).add(evaluation.partition)
     for asset_key, partitions in by_asset.items():
-        for partition, record in newest_materializations(instance, asset_key, partitions).items():
-            newest[(asset_key, partition)] = record
+        found = newest_materializations(instance, asset_key, partitions)
+        for partition in partitions:  # a day never materialized is known to have none: not asked again below
+            newest[(asset_key, partition)] = found.get(partition)
     judged = []
     for evaluation in evaluations:
         key = (evaluation.asset_key, evaluation.partition)
