@@ -811,8 +811,7 @@ class Warehouse:
         columns = ", ".join(spec.column_names)
         sql = f"SELECT {columns} FROM read_parquet([{listed}], union_by_name=true)"
         if spec.partition_column is not None and partitions is not None:
-            days = ", ".join(f"DATE '{date.fromisoformat(p).isoformat()}'" for p in partitions)
-            sql += f" WHERE {spec.partition_column} IN ({days})"
+            sql += f" WHERE {day_filter(spec.partition_column, partitions)}"
         return sql
 
     def register(
@@ -854,6 +853,23 @@ class Warehouse:
                 }
             )
         return out
+
+
+# Above this many days a day filter is a semi-join on a list instead of a literal IN list:
+# DuckDB checks a literal IN list against every file's statistics, which at a year of
+# day files cost 0.08 s per read (a tenth of certifying a year took it); the semi-join
+# costs 0.5 ms more on a few days, so short lists keep the literal form.
+_LITERAL_DAYS_MAX = 48
+
+
+def day_filter(column: str, partitions: Sequence[str]) -> str:
+    """SQL true for rows whose ``column`` is one of ``partitions`` (ISO days), at any length."""
+    days = ", ".join(f"DATE '{date.fromisoformat(p).isoformat()}'" for p in partitions)
+    if not partitions:
+        return "false"
+    if len(partitions) <= _LITERAL_DAYS_MAX:
+        return f"{column} IN ({days})"
+    return f"{column} IN (SELECT unnest([{days}]))"
 
 
 def plan_chunks(row_counts: dict[str, int], max_rows: int) -> list[list[str]]:

@@ -72,3 +72,33 @@ def test_a_cached_plan_is_not_served_for_an_expired_snapshot(tmp_path):
 
     assert warehouse.data_files(AGG_DAILY_SALES, ["2026-09-20"], old) == []
     assert _revenue(warehouse, "2026-09-20") == [Decimal("130.00")]
+
+
+def test_a_day_filter_selects_exactly_its_days_at_every_length():
+    """Short lists are a literal IN list, long ones a semi-join (cheaper at a year of day files): same rows."""
+    from datetime import timedelta
+
+    from atlasmart_dagster.store.warehouse import day_filter, duckdb_connection
+
+    first = date(2025, 12, 1)
+    con = duckdb_connection()
+    try:
+        con.execute(f"CREATE TEMP TABLE days AS SELECT DATE '{first}' + (i % 120)::INTEGER AS sales_date, i "
+                    "FROM range(1200) r(i)")
+        for length in (1, 2, 48, 49, 90, 365):
+            # every third day from the 5th, running past the table's last day (those match nothing)
+            asked = [(first + timedelta(days=5 + 3 * k)).isoformat() for k in range(length)]
+            found = con.sql(f"SELECT DISTINCT sales_date::VARCHAR FROM days WHERE {day_filter('sales_date', asked)}")
+            assert sorted(row[0] for row in found.fetchall()) == [d for d in asked if d < "2026-03-31"], length
+        assert con.sql(f"SELECT count(*) FROM days WHERE {day_filter('sales_date', [])}").fetchall() == [(0,)]
+    finally:
+        con.close()
+
+
+def test_reading_many_days_returns_those_days_only(tmp_path):
+    warehouse = Warehouse(AtlasmartHome(tmp_path))
+    days = [date.fromordinal(date(2026, 1, 1).toordinal() + i).isoformat() for i in range(60)]
+    warehouse.overwrite(AGG_DAILY_SALES, pa.concat_tables([_agg(d, "10.00") for d in days]), days)
+    asked = days[::2] + days[1:40:2]  # 50 days, out of order
+    read = warehouse.read(AGG_DAILY_SALES, asked).column("sales_date").to_pylist()
+    assert sorted(d.isoformat() for d in read) == sorted(asked)
