@@ -27,6 +27,7 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import importlib
 import os
@@ -361,3 +362,42 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def run() -> None:
+    """The installed ``atlasmart`` command: ``main()``, then an exit that skips the interpreter's teardown.
+
+    Tearing down the modules a command loaded (Dagster, pyiceberg, SQLAlchemy,
+    alembic) took 0.45 s of every command's 1.9 s floor, and nothing of ours
+    needs it: every write is committed before ``main`` returns. The exit is an
+    exit handler registered before any other, so it runs last: Python has
+    already waited for threads and run every other handler (Dagster's, the
+    DuckDB engine's close, logging's flush) when it ends the process with the
+    command's code. An exception that escapes ``main`` (or a non-numeric exit)
+    takes the ordinary way out, traceback and all.
+    """
+    atexit.register(_exit_with, _EXIT_CODE)
+    try:
+        code = main()
+    except SystemExit as stop:  # argparse's exits (usage errors, --help) come this way
+        code = stop.code
+    if code is None or isinstance(code, int):
+        _EXIT_CODE.append(code or 0)
+    sys.exit(code)
+
+
+_EXIT_CODE: list[int] = []
+
+
+def _exit_with(code: list[int]) -> None:
+    if not code:
+        return
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (piped into head): nothing more to say
+            pass
+    os._exit(code[0])
