@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -440,11 +440,16 @@ class Warehouse:
         self,
         spec: TableSpec,
         con: duckdb.DuckDBPyConnection,
-        select_sql: str,
+        select_sql: str | Mapping[str, str],
         partitions: Sequence[str] | None,
         properties: dict[str, str] | None = None,
     ) -> int | None:
         """Atomically replace ``partitions`` (all rows if unpartitioned) with the rows of ``select_sql``.
+
+        ``select_sql`` may instead map each partition to a query of its own rows
+        (a day whose rows come from its own files, as raw batches do): each day
+        is then written exactly as a day alone is, with no staged copy of the
+        whole range.
 
         DuckDB writes the rows straight to Parquet, one file per partition in
         the table's canonical order (deterministic bytes), named by their
@@ -640,7 +645,8 @@ class Warehouse:
         return table.metadata.refs[branch].snapshot_id
 
     def _write_files(
-        self, spec: TableSpec, con: duckdb.DuckDBPyConnection, select_sql: str, partitions: Sequence[str] | None
+        self, spec: TableSpec, con: duckdb.DuckDBPyConnection, select_sql: str | Mapping[str, str],
+        partitions: Sequence[str] | None,
     ) -> list[str]:
         """Parquet files (URIs) holding the rows of ``select_sql``: one per partition present, named by content.
 
@@ -673,8 +679,8 @@ class Warehouse:
             shutil.rmtree(folder, ignore_errors=True)
 
     def _write_local_files(
-        self, spec: TableSpec, con: duckdb.DuckDBPyConnection, select_sql: str, partitions: Sequence[str] | None,
-        folder: Path,
+        self, spec: TableSpec, con: duckdb.DuckDBPyConnection, select_sql: str | Mapping[str, str],
+        partitions: Sequence[str] | None, folder: Path,
     ) -> list[Path]:
         """The Parquet files of ``_write_files``, written in ``folder`` as ``<partition>.parquet``.
 
@@ -688,27 +694,14 @@ class Warehouse:
         (``_optional_columns``) whether it is alone or one of a range.
         """
         folder.mkdir(parents=True, exist_ok=True)
+        if isinstance(select_sql, Mapping):
+            return self._write_each_day(spec, select_sql, partitions, folder)
+        column = spec.partition_column
+        if column is None or len(partitions) == 1:
+            return _write_one_file(spec, con, select_sql, None if column is None else partitions[0], folder)
         casts = ", ".join(f'CAST("{c.name}" AS {c.sql_type}) AS "{c.name}"' for c in spec.columns)
         optional = _optional_columns(spec)
-        column = spec.partition_column
         grain = ", ".join(spec.grain)
-        if column is None or len(partitions) == 1:
-            # One file: write straight from the query, then prove no row strayed.
-            target = folder / ("data.parquet" if column is None else f"{column}={partitions[0]}.parquet")
-            con.execute(f"COPY (SELECT {optional} FROM (SELECT {casts} FROM ({select_sql})) ORDER BY {grain}) "
-                        f"TO {_literal(target)} {_PARQUET}")
-            if column is not None:
-                stray, rows = con.sql(
-                    f"SELECT count(*) FILTER (WHERE {column} IS DISTINCT FROM DATE '{partitions[0]}'), count(*) "
-                    f"FROM read_parquet({_literal(target)})"
-                ).fetchall()[0]
-                if stray:
-                    target.unlink()
-                    raise ValueError(f"{spec.name}: {stray} rows outside the partition {partitions[0]} being replaced")
-                if rows == 0:
-                    target.unlink()
-                    return []
-            return [target]
         # Several partitions: sort once into a table both cores can read (and
         # skip to each day in), then one file per day, written two at a time.
         # Each day is copied out of a sort of its own rows, as a day alone is:
@@ -743,6 +736,29 @@ class Warehouse:
             return [targets[day] for day in present]
         finally:
             con.execute(f"DROP TABLE IF EXISTS {staged}")
+
+    def _write_each_day(
+        self, spec: TableSpec, day_sql: Mapping[str, str], partitions: Sequence[str] | None, folder: Path
+    ) -> list[Path]:
+        """Each day's file from its own query, as ``_write_one_file`` writes a day alone, two at a time.
+
+        Nothing of the range is staged: a day's rows are read, cast, sorted and
+        written once. Every day is written (or refused) before any is returned.
+        """
+        stray = sorted(set(day_sql) - set(partitions or ()))
+        if spec.partition_column is None or stray:
+            raise ValueError(f"{spec.name}: per-day rows for days that are not being replaced: {stray or 'all'}")
+
+        def write(day: str) -> list[Path]:
+            cursor = duckdb_connection()
+            try:
+                return _write_one_file(spec, cursor, day_sql[day], day, folder)
+            finally:
+                cursor.close()
+
+        with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
+            written = list(pool.map(write, sorted(day_sql)))
+        return [path for paths in written for path in paths]
 
     # -- reads ------------------------------------------------------------
     def data_files(
@@ -853,6 +869,32 @@ class Warehouse:
                 }
             )
         return out
+
+
+def _write_one_file(
+    spec: TableSpec, con: duckdb.DuckDBPyConnection, select_sql: str, partition: str | None, folder: Path
+) -> list[Path]:
+    """One file of ``select_sql``'s rows in canonical order (a day, or an unpartitioned table), then proof no row strayed.
+
+    A day with no row publishes no file.
+    """
+    casts = ", ".join(f'CAST("{c.name}" AS {c.sql_type}) AS "{c.name}"' for c in spec.columns)
+    column = spec.partition_column
+    target = folder / ("data.parquet" if partition is None else f"{column}={partition}.parquet")
+    con.execute(f"COPY (SELECT {_optional_columns(spec)} FROM (SELECT {casts} FROM ({select_sql})) "
+                f"ORDER BY {', '.join(spec.grain)}) TO {_literal(target)} {_PARQUET}")
+    if partition is not None:
+        stray, rows = con.sql(
+            f"SELECT count(*) FILTER (WHERE {column} IS DISTINCT FROM DATE '{partition}'), count(*) "
+            f"FROM read_parquet({_literal(target)})"
+        ).fetchall()[0]
+        if stray:
+            target.unlink()
+            raise ValueError(f"{spec.name}: {stray} rows outside the partition {partition} being replaced")
+        if rows == 0:
+            target.unlink()
+            return []
+    return [target]
 
 
 # Above this many days a day filter is a semi-join on a list instead of a literal IN list:

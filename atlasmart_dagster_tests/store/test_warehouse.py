@@ -2,12 +2,14 @@
 
 from datetime import date
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from atlasmart_dagster.store.home import AtlasmartHome
 from atlasmart_dagster.store.tables import AGG_DAILY_SALES
-from atlasmart_dagster.store.warehouse import Warehouse
+from atlasmart_dagster.store.warehouse import Warehouse, duckdb_connection
 
 
 def _agg(day: str, revenue: str) -> pa.Table:
@@ -78,7 +80,7 @@ def test_a_day_filter_selects_exactly_its_days_at_every_length():
     """Short lists are a literal IN list, long ones a semi-join (cheaper at a year of day files): same rows."""
     from datetime import timedelta
 
-    from atlasmart_dagster.store.warehouse import day_filter, duckdb_connection
+    from atlasmart_dagster.store.warehouse import day_filter
 
     first = date(2025, 12, 1)
     con = duckdb_connection()
@@ -102,3 +104,43 @@ def test_reading_many_days_returns_those_days_only(tmp_path):
     asked = days[::2] + days[1:40:2]  # 50 days, out of order
     read = warehouse.read(AGG_DAILY_SALES, asked).column("sales_date").to_pylist()
     assert sorted(d.isoformat() for d in read) == sorted(asked)
+
+
+def _agg_sql(day: str, revenue: str) -> str:
+    return (f"SELECT DATE '{day}' AS sales_date, 1 AS paid_lines, 1 AS orders, 1 AS units, {revenue} AS revenue_usd, "
+            f"1.00 AS cost_usd, {revenue} - 1.00 AS gross_profit_usd")
+
+
+def test_days_written_from_queries_of_their_own_are_the_files_of_one_range_query(tmp_path):
+    """overwrite_sql with a query per day (raw's path) writes the files a query of the whole range writes."""
+    days = ["2026-01-01", "2026-01-02", "2026-01-03"]
+    one, each = Warehouse(AtlasmartHome(tmp_path / "one")), Warehouse(AtlasmartHome(tmp_path / "each"))
+    con = duckdb_connection()
+    try:
+        one.overwrite_sql(AGG_DAILY_SALES, con, " UNION ALL ".join(_agg_sql(d, "10.00") for d in days), days)
+        each.overwrite_sql(AGG_DAILY_SALES, con, {d: _agg_sql(d, "10.00") for d in days}, days)
+    finally:
+        con.close()
+
+    def files(warehouse):
+        return sorted((Path(f).parent.name, Path(f).name, Path(f).read_bytes()) for f in warehouse.data_files(AGG_DAILY_SALES))
+
+    assert len(files(each)) == 3 and files(each) == files(one)
+
+
+def test_a_day_query_with_a_stray_row_publishes_no_day(tmp_path):
+    warehouse = Warehouse(AtlasmartHome(tmp_path))
+    days = ["2026-01-01", "2026-01-02"]
+    warehouse.overwrite(AGG_DAILY_SALES, pa.concat_tables([_agg(d, "10.00") for d in days]), days)
+    before = warehouse.snapshots(AGG_DAILY_SALES)
+    con = duckdb_connection()
+    try:
+        stray = {"2026-01-01": _agg_sql("2026-01-01", "20.00"), "2026-01-02": _agg_sql("2026-01-05", "20.00")}
+        with pytest.raises(ValueError, match="outside the partition 2026-01-02"):
+            warehouse.overwrite_sql(AGG_DAILY_SALES, con, stray, days)
+        with pytest.raises(ValueError, match="not being replaced"):
+            warehouse.overwrite_sql(AGG_DAILY_SALES, con, {"2026-01-03": _agg_sql("2026-01-03", "20.00")}, days)
+    finally:
+        con.close()
+    assert warehouse.snapshots(AGG_DAILY_SALES) == before
+    assert sorted(_revenue(warehouse, d)[0] for d in days) == [Decimal("10.00"), Decimal("10.00")]

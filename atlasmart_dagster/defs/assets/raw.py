@@ -128,7 +128,9 @@ def raw_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     per_partition: dict[str, dict] = {}
     expected = {p: s.expected_rows for p, s in sources.items()}
     for chunk in plan_chunks(expected, step.platform.chunk_rows):
-        rows = " UNION ALL ".join(f"({partition_rows_sql(sources[p], con)})" for p in chunk)
+        # Each day's rows are its own batches' files: written day by day, as a day alone is, with
+        # no staged copy of the chunk (decoding and re-reading 2M rows cost a third of the step).
+        rows = {p: f"({partition_rows_sql(sources[p], con)})" for p in chunk}
         snapshot_id = step.warehouse.overwrite_sql(RAW_ORDER_LINES, con, rows, chunk, step.snapshot_properties())
         published = step.warehouse.partition_row_counts(RAW_ORDER_LINES, chunk, snapshot_id)
         with step.ledger.transaction():
