@@ -112,11 +112,11 @@ FROM versions
 
 # The newest accepted version of a key is current. Most keys have one row
 # (current by definition); only keys with several rows need the window.
-STAGED_SQL = """
+_STAGED = """
 SELECT partition_date AS sales_date, order_id, line_no, source_seq, batch_id, source_row,
        event_ts, customer_id, product_id, channel, quantity, line_amount_usd, line_cost_usd, status,
        true AS is_current
-FROM gated
+FROM {gated}
 WHERE reason IS NULL AND key_rows = 1
 UNION ALL
 SELECT partition_date AS sales_date, order_id, line_no, source_seq, batch_id, source_row,
@@ -124,23 +124,40 @@ SELECT partition_date AS sales_date, order_id, line_no, source_seq, batch_id, so
        row_number() OVER (
            PARTITION BY partition_date, order_id, line_no
            ORDER BY source_seq DESC, batch_id DESC, source_row DESC) = 1 AS is_current
-FROM gated
+FROM {gated}
 WHERE reason IS NULL AND key_rows > 1
 """
 
-QUARANTINED_SQL = """
+_QUARANTINED = """
 SELECT partition_date AS sales_date, batch_id, source_row, source_seq, order_id, line_no,
        reason, reason_detail, row_sales_date, event_ts, customer_id, product_id, channel, quantity,
        line_amount_usd, line_cost_usd, status, invalid_values_json
-FROM gated
+FROM {gated}
 WHERE reason IS NOT NULL
 """
+STAGED_SQL = _STAGED.format(gated="gated")
+QUARANTINED_SQL = _QUARANTINED.format(gated="gated")
 
 
-def run_gate(con: duckdb.DuckDBPyConnection, raw: str = "raw_order_lines") -> tuple[str, str]:
-    """Judge every raw row into the temp table ``gated``; return (staged SQL, quarantined SQL) over it."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE gated AS {gate_sql(raw)}")
-    return STAGED_SQL, QUARANTINED_SQL
+def run_gate(con: duckdb.DuckDBPyConnection, raw: str = "raw_order_lines", table: str = "gated",
+             shared: bool = False) -> tuple[str, str]:
+    """Judge every raw row into ``table``; return (staged SQL, quarantined SQL) over it.
+
+    ``table`` is a temp table of ``con``; with ``shared`` it is a table every
+    cursor of the engine can read (the caller drops it), so each day's rows can
+    be written on a cursor of its own (``day_queries``).
+    """
+    con.execute(f"CREATE OR REPLACE {'TABLE' if shared else 'TEMP TABLE'} {table} AS {gate_sql(raw)}")
+    return _STAGED.format(gated=table), _QUARANTINED.format(gated=table)
+
+
+def day_queries(sql: str, days: list[str]) -> dict[str, str]:
+    """``sql`` (a gate output, whose day is ``sales_date``) as one query per day: what a day alone would publish.
+
+    Every window of the gate partitions by the day, so a day's rows are the
+    same whether the gate judged it alone or inside a range.
+    """
+    return {day: f"SELECT * FROM ({sql}) WHERE sales_date = DATE '{day}'" for day in days}
 
 
 def gate_tables(con: duckdb.DuckDBPyConnection, raw: str = "raw_order_lines") -> tuple[pa.Table, pa.Table]:

@@ -42,7 +42,10 @@ def fact_sales(context: dg.AssetExecutionContext, atlasmart: AtlasmartResource):
     con = duckdb_connection()
     for chunk in plan_chunks(counts, step.platform.chunk_rows):
         step.warehouse.register(con, STG_ORDER_LINES, chunk)
-        snapshot_id = step.warehouse.overwrite_sql(FACT_SALES, con, fact_sales_sql(), chunk, step.snapshot_properties())
+        # Each day's fact comes from that day's staged file alone: written day by day, as a day alone
+        # is, with no staged copy of the chunk's 2M rows to store and read again.
+        days = {p: fact_sales_sql(f"({step.warehouse.relation_sql(STG_ORDER_LINES, [p])})") for p in chunk}
+        snapshot_id = step.warehouse.overwrite_sql(FACT_SALES, con, days, chunk, step.snapshot_properties())
 
         # Reconcile what was *published* (read back at the new snapshot) with staging.
         published = step.warehouse.register(con, FACT_SALES, chunk, snapshot_id, name="published_fact")

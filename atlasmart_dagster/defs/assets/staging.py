@@ -1,5 +1,6 @@
 """Staging layer: the quality gate splits raw rows into accepted versions and quarantine."""
 
+import uuid
 
 import dagster as dg
 
@@ -8,17 +9,17 @@ from ...product.contract_approvals import contract_of_day
 from ...store.ledger.partition_states import BUILT
 from ...store.tables import QUARANTINE_ORDER_LINES, RAW_ORDER_LINES, STG_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
-from ...transforms.staging import REASONS, run_gate
+from ...transforms.staging import REASONS, day_queries, run_gate
 from ..resources import AtlasmartResource
 from ..retries import classified
 from .asset_args import DAILY_ASSET_ARGS, blocking_check, table_asset_args
 from .step import CheckOutcome, Step
 
 
-def manifest_rows(step: Step, con, partitions: list[str]) -> dict[str, int | None]:
+def manifest_rows(step: Step, con, partitions: list[str], gated: str = "gated") -> dict[str, int | None]:
     """Sum of expected_rows over the batches present in each judged raw partition (None: unknown batch)."""
     present = con.sql(
-        "SELECT partition_date::VARCHAR, list(DISTINCT batch_id ORDER BY batch_id) FROM gated GROUP BY 1"
+        f"SELECT partition_date::VARCHAR, list(DISTINCT batch_id ORDER BY batch_id) FROM {gated} GROUP BY 1"
     ).fetchall()
     known = {b["batch_id"]: b["expected_rows"] for p in partitions for b in step.ledger.batches.list(p)}
     out: dict[str, int | None] = {p: 0 for p in partitions}
@@ -76,63 +77,71 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     quarantine_meta: dict[str, dict] = {}
     counts = step.warehouse.partition_row_counts(RAW_ORDER_LINES, step.partitions)
     con = duckdb_connection()
-    for chunk in plan_chunks(counts, step.platform.chunk_rows):
-        step.warehouse.register(con, RAW_ORDER_LINES, chunk)
-        staged, quarantined = run_gate(con)
-        stg_snapshot = step.warehouse.overwrite_sql(STG_ORDER_LINES, con, staged, chunk, step.snapshot_properties())
-        q_snapshot = step.warehouse.overwrite_sql(
-            QUARANTINE_ORDER_LINES, con, quarantined, chunk, step.snapshot_properties()
-        )
-        expected = manifest_rows(step, con, chunk)
-        accepted = step.warehouse.partition_row_counts(STG_ORDER_LINES, chunk, stg_snapshot)
-        refused = step.warehouse.partition_row_counts(QUARANTINE_ORDER_LINES, chunk, q_snapshot)
-        reasons: dict[str, dict[str, int]] = {p: {} for p in chunk}
-        for day, reason, n in con.sql(
-            "SELECT partition_date::VARCHAR, reason, count(*) FROM gated WHERE reason IS NOT NULL GROUP BY ALL ORDER BY ALL"
-        ).fetchall():
-            reasons[day][reason] = n
-        with step.ledger.transaction():
-            for partition in chunk:
-                raw_rows = counts[partition]
-                observed = {
-                    "manifest_rows": expected[partition],
-                    "raw_rows": raw_rows,
-                    "accepted": accepted[partition],
-                    "quarantined": refused[partition],
-                }
-                ok = expected[partition] == raw_rows == accepted[partition] + refused[partition]
-                reconcile.add(partition, ok, observed, {"staged": expected[partition], "rule": "accepted + quarantined"})
-                thresholds = contract_of_day(step.ledger, partition).quality
-                breaches = thresholds.breaches(raw_rows, accepted[partition], reasons[partition])
-                quality.add(
-                    partition,
-                    not breaches,
-                    {"rows": raw_rows, "accepted": accepted[partition], "reasons": reasons[partition],
-                     "breaches": breaches},
-                    {"min_accepted_share": thresholds.min_accepted_share,
-                     "max_share_by_reason": dict(thresholds.max_share_by_reason),
-                     "max_share_other_reasons": thresholds.max_share_other_reasons},
-                )
-                step.record_built(partition, stg_snapshot, detail=observed)
-                step.ledger.partitions.append(
-                    QUARANTINE_ORDER_LINES.name,
-                    partition,
-                    BUILT,
-                    step.now(),
-                    actor=f"run:{step.run_id}",
-                    snapshot_id=q_snapshot,
-                    run_id=step.run_id,
-                    lane=step.lane,
-                    detail={"reasons": reasons[partition]},
-                )
-                staged_meta[partition] = {
-                    "staged": raw_rows,
-                    "accepted": accepted[partition],
-                    "quarantined": refused[partition],
-                }
-                quarantine_meta[partition] = {"quarantined": refused[partition], "reasons": dg.MetadataValue.json(reasons[partition])}
-                step.log_partition(partition, "ok" if ok else "mismatch", **observed, reasons=reasons[partition])
-    con.close()
+    # The chunk's gate outcome, readable from every cursor: each day's staged and quarantined rows are
+    # then written from it day by day, as a day alone is, with no staged copy of the chunk to sort.
+    gated = f"main.__gated_{uuid.uuid4().hex}"
+    try:
+        for chunk in plan_chunks(counts, step.platform.chunk_rows):
+            step.warehouse.register(con, RAW_ORDER_LINES, chunk)
+            staged, quarantined = run_gate(con, table=gated, shared=True)
+            stg_snapshot = step.warehouse.overwrite_sql(
+                STG_ORDER_LINES, con, day_queries(staged, chunk), chunk, step.snapshot_properties()
+            )
+            q_snapshot = step.warehouse.overwrite_sql(
+                QUARANTINE_ORDER_LINES, con, day_queries(quarantined, chunk), chunk, step.snapshot_properties()
+            )
+            expected = manifest_rows(step, con, chunk, gated)
+            accepted = step.warehouse.partition_row_counts(STG_ORDER_LINES, chunk, stg_snapshot)
+            refused = step.warehouse.partition_row_counts(QUARANTINE_ORDER_LINES, chunk, q_snapshot)
+            reasons: dict[str, dict[str, int]] = {p: {} for p in chunk}
+            for day, reason, n in con.sql(
+                f"SELECT partition_date::VARCHAR, reason, count(*) FROM {gated} WHERE reason IS NOT NULL GROUP BY ALL ORDER BY ALL"
+            ).fetchall():
+                reasons[day][reason] = n
+            with step.ledger.transaction():
+                for partition in chunk:
+                    raw_rows = counts[partition]
+                    observed = {
+                        "manifest_rows": expected[partition],
+                        "raw_rows": raw_rows,
+                        "accepted": accepted[partition],
+                        "quarantined": refused[partition],
+                    }
+                    ok = expected[partition] == raw_rows == accepted[partition] + refused[partition]
+                    reconcile.add(partition, ok, observed, {"staged": expected[partition], "rule": "accepted + quarantined"})
+                    thresholds = contract_of_day(step.ledger, partition).quality
+                    breaches = thresholds.breaches(raw_rows, accepted[partition], reasons[partition])
+                    quality.add(
+                        partition,
+                        not breaches,
+                        {"rows": raw_rows, "accepted": accepted[partition], "reasons": reasons[partition],
+                         "breaches": breaches},
+                        {"min_accepted_share": thresholds.min_accepted_share,
+                         "max_share_by_reason": dict(thresholds.max_share_by_reason),
+                         "max_share_other_reasons": thresholds.max_share_other_reasons},
+                    )
+                    step.record_built(partition, stg_snapshot, detail=observed)
+                    step.ledger.partitions.append(
+                        QUARANTINE_ORDER_LINES.name,
+                        partition,
+                        BUILT,
+                        step.now(),
+                        actor=f"run:{step.run_id}",
+                        snapshot_id=q_snapshot,
+                        run_id=step.run_id,
+                        lane=step.lane,
+                        detail={"reasons": reasons[partition]},
+                    )
+                    staged_meta[partition] = {
+                        "staged": raw_rows,
+                        "accepted": accepted[partition],
+                        "quarantined": refused[partition],
+                    }
+                    quarantine_meta[partition] = {"quarantined": refused[partition], "reasons": dg.MetadataValue.json(reasons[partition])}
+                    step.log_partition(partition, "ok" if ok else "mismatch", **observed, reasons=reasons[partition])
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {gated}")
+        con.close()
     step.add_partition_metadata(staged_meta, asset_key=STG_ORDER_LINES.name)
     step.add_partition_metadata(quarantine_meta, asset_key=QUARANTINE_ORDER_LINES.name)
     yield dg.MaterializeResult(asset_key=STG_ORDER_LINES.name)
