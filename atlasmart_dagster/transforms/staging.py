@@ -135,8 +135,6 @@ SELECT partition_date AS sales_date, batch_id, source_row, source_seq, order_id,
 FROM {gated}
 WHERE reason IS NOT NULL
 """
-STAGED_SQL = _STAGED.format(gated="gated")
-QUARANTINED_SQL = _QUARANTINED.format(gated="gated")
 
 
 def run_gate(con: duckdb.DuckDBPyConnection, raw: str = "raw_order_lines", table: str = "gated",

@@ -6,7 +6,6 @@ import dagster as dg
 
 from ...domain.check_names import QUALITY_WITHIN_THRESHOLDS, STAGED_ROWS_RECONCILE
 from ...product.contract_approvals import contract_of_day
-from ...store.ledger.partition_states import BUILT
 from ...store.tables import QUARANTINE_ORDER_LINES, RAW_ORDER_LINES, STG_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
 from ...transforms.staging import REASONS, day_queries, run_gate
@@ -121,17 +120,8 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
                          "max_share_other_reasons": thresholds.max_share_other_reasons},
                     )
                     step.record_built(partition, stg_snapshot, detail=observed)
-                    step.ledger.partitions.append(
-                        QUARANTINE_ORDER_LINES.name,
-                        partition,
-                        BUILT,
-                        step.now(),
-                        actor=f"run:{step.run_id}",
-                        snapshot_id=q_snapshot,
-                        run_id=step.run_id,
-                        lane=step.lane,
-                        detail={"reasons": reasons[partition]},
-                    )
+                    step.record_built(partition, q_snapshot, detail={"reasons": reasons[partition]},
+                                      asset=QUARANTINE_ORDER_LINES.name)
                     staged_meta[partition] = {
                         "staged": raw_rows,
                         "accepted": accepted[partition],

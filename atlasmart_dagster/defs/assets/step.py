@@ -315,9 +315,11 @@ class Step:
         controls: ControlTuple | None = None,
         fingerprint: str | None = None,
         detail: dict | None = None,
+        asset: str | None = None,
     ) -> None:
+        """BUILT for ``partition`` of this step's asset (or of ``asset``, another table the step writes)."""
         self.ledger.partitions.append(
-            self.asset,
+            asset or self.asset,
             partition,
             BUILT,
             self.now(),
