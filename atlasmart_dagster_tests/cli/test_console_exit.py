@@ -1,8 +1,10 @@
 """The installed ``atlasmart`` command ends without the interpreter's teardown, and loses nothing by it.
 
 ``run()`` (the console script) exits from its last exit handler with
-``os._exit``: these tests run it in a fresh interpreter, its output on a pipe
-(block-buffered, so a missing flush loses it), and compare with ``main()``.
+``os._exit``: these tests run it in a fresh interpreter, its output on a
+pipe, and compare with ``main()``: the whole output arrives and the exit code
+is the command's. (Python flushes stdout itself when the script ends, before
+the exit handlers run, so these hold the behaviour, not ``run``'s own flush.)
 """
 
 from __future__ import annotations
