@@ -331,7 +331,8 @@ class Step:
             lane=self.lane,
             detail=detail,
         )
-        self.trace.built(partition, snapshot_id, controls, detail)
+        if asset in (None, self.asset):  # the partition's span shows its own asset's build, not a side table's
+            self.trace.built(partition, snapshot_id, controls, detail)
 
     def record_checks(self, outcomes: Iterable[CheckOutcome]) -> list[dg.AssetCheckResult]:
         """Write each partition's result to the ledger and return one Dagster check result per check."""
