@@ -32,23 +32,32 @@ valid AS (
       AND sales_date = partition_date AND quantity > 0 AND line_amount_usd >= 0 AND line_cost_usd >= 0
       AND channel IN ('web', 'store', 'marketplace')
 ),
+repeated AS (
+    -- Only a key that arrives more than once needs the window (a sort); a key seen once is current.
+    SELECT partition_date, order_id, line_no FROM valid GROUP BY ALL HAVING count(*) > 1
+),
 versions AS (
     SELECT *, lag(struct_pack(sales_date, event_ts, customer_id, product_id, channel, quantity, line_amount_usd,
                               line_cost_usd, status)) OVER w AS prev,
               struct_pack(sales_date, event_ts, customer_id, product_id, channel, quantity, line_amount_usd,
                           line_cost_usd, status) AS cur,
               lag(source_seq) OVER w AS prev_seq
-    FROM valid WINDOW w AS (PARTITION BY partition_date, order_id, line_no ORDER BY source_seq)
+    FROM valid SEMI JOIN repeated USING (partition_date, order_id, line_no)
+    WINDOW w AS (PARTITION BY partition_date, order_id, line_no ORDER BY source_seq)
 ),
 accepted AS (SELECT * FROM versions WHERE prev_seq IS NULL OR prev IS DISTINCT FROM cur),
 current AS (
-    SELECT *, row_number() OVER (PARTITION BY partition_date, order_id, line_no ORDER BY source_seq DESC) AS rn
-    FROM accepted
+    SELECT * FROM valid ANTI JOIN repeated USING (partition_date, order_id, line_no)
+    UNION ALL BY NAME
+    SELECT * EXCLUDE (rn, prev, cur, prev_seq) FROM (
+        SELECT *, row_number() OVER (PARTITION BY partition_date, order_id, line_no ORDER BY source_seq DESC) AS rn
+        FROM accepted
+    ) WHERE rn = 1
 )
 SELECT partition_date AS sales_date, order_id, line_no, event_ts, customer_id, product_id, channel, quantity,
        line_amount_usd AS revenue_usd, line_cost_usd AS cost_usd,
        (line_amount_usd - line_cost_usd)::DECIMAL(18,2) AS gross_profit_usd, source_seq
-FROM current WHERE rn = 1 AND status = 'paid'
+FROM current WHERE status = 'paid'
 """
 
 

@@ -88,15 +88,25 @@ WITH judged AS (
         END AS rule_detail
     FROM {raw}
 ),
+repeated AS (
+    -- Most keys arrive once: such a row has no previous version and is current by definition.
+    -- Only the rows of a key that arrives more than once need the window (a sort); finding
+    -- those keys is a hash aggregate, cheaper than sorting every row of the chunk.
+    SELECT partition_date, order_id, line_no, count(*) AS key_rows
+    FROM judged GROUP BY ALL HAVING count(*) > 1
+),
 versions AS (
-    -- One window pass over every row: invalid rows carry no content, and
-    -- IGNORE NULLS makes each valid row see the previous *valid* version.
-    SELECT *,
+    SELECT judged.*, NULL::BIGINT AS previous_seq, NULL AS previous_content, 1::BIGINT AS key_rows
+    FROM judged ANTI JOIN repeated USING (partition_date, order_id, line_no)
+    UNION ALL BY NAME
+    -- Invalid rows carry no content, and IGNORE NULLS makes each valid row see the
+    -- previous *valid* version of its key.
+    SELECT judged.*,
         lag(CASE WHEN rule_reason IS NULL THEN source_seq END IGNORE NULLS) OVER key_order AS previous_seq,
         lag(CASE WHEN rule_reason IS NULL THEN struct_pack({_CONTENT}) END IGNORE NULLS) OVER key_order
             AS previous_content,
-        count(*) OVER (key_order ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS key_rows
-    FROM judged
+        repeated.key_rows
+    FROM judged JOIN repeated USING (partition_date, order_id, line_no)
     WINDOW key_order AS (PARTITION BY partition_date, order_id, line_no ORDER BY source_seq, batch_id, source_row)
 )
 SELECT * EXCLUDE (previous_seq, previous_content),

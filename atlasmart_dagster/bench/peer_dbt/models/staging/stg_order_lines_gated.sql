@@ -65,14 +65,22 @@ judged AS (
         END AS rule_detail
     FROM typed
 ),
+repeated AS (
+    -- only a key that arrives more than once needs the window (a sort); a key seen once has no previous version
+    SELECT partition_date, order_id, line_no, count(*) AS key_rows
+    FROM judged GROUP BY ALL HAVING count(*) > 1
+),
 versions AS (
+    SELECT judged.*, CAST(NULL AS BIGINT) AS previous_seq, NULL AS previous_content, CAST(1 AS BIGINT) AS key_rows
+    FROM judged ANTI JOIN repeated USING (partition_date, order_id, line_no)
+    UNION ALL BY NAME
     -- invalid rows carry no content; IGNORE NULLS lets a valid row see the previous valid version
-    SELECT *,
+    SELECT judged.*,
         lag(CASE WHEN rule_reason IS NULL THEN source_seq END IGNORE NULLS) OVER key_order AS previous_seq,
         lag(CASE WHEN rule_reason IS NULL THEN struct_pack({{ content }}) END IGNORE NULLS) OVER key_order
             AS previous_content,
-        count(*) OVER (key_order ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS key_rows
-    FROM judged
+        repeated.key_rows
+    FROM judged JOIN repeated USING (partition_date, order_id, line_no)
     WINDOW key_order AS (PARTITION BY partition_date, order_id, line_no ORDER BY source_seq, batch_id, source_row)
 )
 SELECT * EXCLUDE (previous_seq, previous_content, rule_reason, rule_detail),
