@@ -246,3 +246,118 @@ def test_the_code_location_turns_event_batching_on_by_default():
     import atlasmart_dagster.definitions  # noqa: F401  (sets the default on import)
 
     assert int(os.environ["DAGSTER_EVENT_BATCH_SIZE"]) > 0
+
+
+def _check_planned(run_id: str, check: str, partition: str) -> EventLogEntry:
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationPlanned
+    from dagster._core.definitions.partitions.subset import DefaultPartitionsSubset
+
+    event = DagsterEvent(
+        DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED.value, "job",
+        event_specific_data=AssetCheckEvaluationPlanned(
+            asset_key=dg.AssetKey("fact_sales"), check_name=check,
+            partitions_subset=DefaultPartitionsSubset({partition})),
+    )
+    return EventLogEntry(error_info=None, level=20, user_message="", run_id=run_id, timestamp=time.time(),
+                         dagster_event=event)
+
+
+def _evaluation(run_id: str, check: str, partition: str, passed: bool = True) -> EventLogEntry:
+    event = DagsterEvent(
+        DagsterEventType.ASSET_CHECK_EVALUATION.value, "job",
+        event_specific_data=dg.AssetCheckEvaluation(
+            asset_key=dg.AssetKey("fact_sales"), check_name=check, passed=passed, partition=partition),
+    )
+    return EventLogEntry(error_info=None, level=20, user_message="", run_id=run_id, timestamp=time.time(),
+                         dagster_event=event)
+
+
+def _event_types(storage, run_id: str) -> list[tuple[str, str | None]]:
+    """(event type, partition) of the run's events in the order they were stored."""
+    def partition(data):
+        return getattr(getattr(data, "materialization", data), "partition", None)
+
+    return [(e.dagster_event_type.value, partition(e.dagster_event.event_specific_data))
+            for e in storage.get_logs_for_run(run_id)]
+
+
+def test_check_evaluations_held_in_a_scope_are_stored_as_one_batch_exactly_as_one_by_one(tmp_path, monkeypatch):
+    days = [f"2026-09-{day}" for day in range(17, 27)]
+    planned = [_check_planned("r1", check, d) for check in ("grain_unique", "no_negative_money") for d in days]
+    evaluations = [_evaluation("r1", check, d, passed=d != days[3])
+                   for check in ("grain_unique", "no_negative_money") for d in days]
+    one_by_one = PooledSqliteEventLogStorage(str(tmp_path / "a"))
+    held = PooledSqliteEventLogStorage(str(tmp_path / "b"))
+    for storage in (one_by_one, held):
+        storage.store_event_batch(planned)
+    for event in evaluations:
+        one_by_one.store_event(event)
+    batches = []
+    store_batch = PooledSqliteEventLogStorage.store_event_batch
+    monkeypatch.setattr(PooledSqliteEventLogStorage, "store_event_batch",
+                        lambda self, events: (batches.append(len(events)), store_batch(self, events)))
+    plain = SqliteEventLogStorage(str(tmp_path / "b"))
+    with held.coalescing():
+        for event in evaluations:
+            held.store_event(event)
+        assert batches == [] and len(plain.get_logs_for_run("r1")) == len(planned), "held, not yet written"
+    assert batches == [len(evaluations)], "written once, all together, when the scope ends"
+    assert _tables(tmp_path / "b") == _tables(tmp_path / "a")
+    executions = plain.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("fact_sales"), "grain_unique"), limit=100)
+    assert len(executions) == len(days)
+    assert {e.status.value for e in executions} == {"SUCCEEDED", "FAILED"}
+    one_by_one.dispose()
+    held.dispose()
+
+
+def test_anything_else_the_thread_stores_or_reads_comes_after_the_held_evaluations(tmp_path):
+    storage = PooledSqliteEventLogStorage(str(tmp_path))
+    days = ["2026-09-17", "2026-09-18", "2026-09-19"]
+    storage.store_event_batch([_check_planned("r1", "grain_unique", d) for d in days])
+    with storage.coalescing():
+        storage.store_event(_evaluation("r1", "grain_unique", days[0]))
+        storage.store_event(_evaluation("r1", "grain_unique", days[1]))
+        storage.store_event(_materialization("r1", days[2]))  # another kind of event: the held ones go first
+        storage.store_event(_evaluation("r1", "grain_unique", days[2]))
+        # a read by the same thread sees everything it stored, in the order it stored it
+        assert _event_types(storage, "r1")[len(days):] == [
+            ("ASSET_CHECK_EVALUATION", days[0]), ("ASSET_CHECK_EVALUATION", days[1]),
+            ("ASSET_MATERIALIZATION", days[2]), ("ASSET_CHECK_EVALUATION", days[2]),
+        ]
+        storage.store_event(_evaluation("r1", "grain_unique", "2026-09-20"))
+    assert _event_types(SqliteEventLogStorage(str(tmp_path)), "r1")[-1] == ("ASSET_CHECK_EVALUATION", "2026-09-20")
+    storage.dispose()
+
+
+def test_held_evaluations_whose_batch_fails_are_stored_one_by_one_once_each(tmp_path, monkeypatch):
+    storage = PooledSqliteEventLogStorage(str(tmp_path))
+    days = [f"2026-09-{day}" for day in range(17, 22)]
+    storage.store_event_batch([_check_planned("r1", "grain_unique", d) for d in days])
+
+    def failing(self, events):
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(PooledSqliteEventLogStorage, "store_event_batch", failing)
+    with storage.coalescing():
+        for d in days:
+            storage.store_event(_evaluation("r1", "grain_unique", d))
+    monkeypatch.undo()
+    plain = SqliteEventLogStorage(str(tmp_path))
+    assert [p for t, p in _event_types(plain, "r1") if t == "ASSET_CHECK_EVALUATION"] == days
+    storage.dispose()
+
+
+def test_other_threads_and_other_instances_store_their_evaluations_at_once(tmp_path):
+    from atlasmart_dagster.store.instance.dagster_sqlite_adapter import coalesced_check_evaluations
+
+    storage = PooledSqliteEventLogStorage(str(tmp_path))
+    storage.store_event(_check_planned("r1", "grain_unique", "2026-09-17"))
+    with storage.coalescing():
+        worker = threading.Thread(target=storage.store_event, args=(_evaluation("r1", "grain_unique", "2026-09-17"),))
+        worker.start()
+        worker.join()
+        assert _event_types(SqliteEventLogStorage(str(tmp_path)), "r1")[-1] == ("ASSET_CHECK_EVALUATION", "2026-09-17")
+    with dg.instance_for_test() as instance, coalesced_check_evaluations(instance):  # not the pooled log: no effect
+        assert not isinstance(instance.event_log_storage, PooledSqliteEventLogStorage)
+    storage.dispose()

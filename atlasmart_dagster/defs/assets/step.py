@@ -13,6 +13,7 @@ import dagster as dg
 from ...domain.controls import ControlTuple
 from ...product.lanes import LANE_TAG, MANUAL, lane_of
 from ...store.ledger.partition_states import BUILT
+from ...store.instance.dagster_sqlite_adapter import coalesced_check_evaluations
 from ...store.platform import Platform
 from ..partitions import partition_keys_from_tags
 from ..dagster_event_adapter import judging_each
@@ -360,7 +361,9 @@ class Step:
             for outcome in outcomes
             for e in outcome.to_evaluations(per_partition=(outcome.asset, outcome.name) not in unpartitioned)
         ]
-        yield from partitioned_check_events(self.context.instance, self.check_output_names(), selected, evaluations)
+        # One write for the step's evaluations, not three transactions each (a range reports hundreds).
+        with coalesced_check_evaluations(self.context.instance):
+            yield from partitioned_check_events(self.context.instance, self.check_output_names(), selected, evaluations)
 
     def _checks_planned_unpartitioned(self) -> set[tuple[str, str]]:
         """The checks Dagster planned once for the whole run rather than per partition.

@@ -38,6 +38,17 @@ such event, not once per event: each kind of asset event overwrites a fixed
 set of that row's columns, so the row ends the same, and a range's
 materializations of one asset no longer rewrite it once per day.
 
+Check evaluations a step reports for a range (one per check and day, 420
+for a 30-day range of the daily chain) are stored by Dagster one at a time,
+three transactions and a checkpoint each: Dagster batches a step's
+materializations but never its check evaluations. Inside
+``coalesced_check_evaluations`` (which ``Step.report_checks`` enters around
+what it yields) the evaluations this thread stores are held and written as
+one batch, through ``store_event_batch``, before anything else this thread
+stores or reads through the event log, and when the scope ends. The event
+order is unchanged; another process sees the evaluations a few milliseconds
+later, when the step reaches its next event.
+
 ``PooledSqliteStorage`` is ``DagsterSqliteStorage`` (the ``storage: sqlite``
 default, same folders under ``base_dir``) with this event log; the embedded
 ``dagster.yaml`` selects it as ``storage: custom``. This is the one place
@@ -216,6 +227,29 @@ def prepare_storage(instance_folder: str) -> None:
 _BULK_EVENT_TYPES = frozenset({DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION})
 
 
+# Events held inside ``coalesced_check_evaluations`` and stored as one batch; at most this many are held.
+_COALESCED_EVENT_TYPES = frozenset({DagsterEventType.ASSET_CHECK_EVALUATION})
+_COALESCE_MAX = 1000
+
+
+def _coalescable(event) -> bool:
+    return bool(event.is_dagster_event and event.dagster_event_type in _COALESCED_EVENT_TYPES)
+
+
+@contextmanager
+def coalesced_check_evaluations(instance) -> Iterator[None]:
+    """Within: the check evaluations this thread stores on ``instance`` are written as one batch.
+
+    On an instance whose event log is not the pooled SQLite one this does nothing.
+    """
+    storage = getattr(instance, "event_log_storage", None)
+    if not isinstance(storage, PooledSqliteEventLogStorage):
+        yield
+        return
+    with storage.coalescing():
+        yield
+
+
 def _in_bulk(event) -> bool:
     return bool(event.is_dagster_event and event.dagster_event_type in _BULK_EVENT_TYPES and event.dagster_event.asset_key)
 
@@ -234,6 +268,8 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         # While a batch is stored: the last event of each (asset key, event type), in the order of
         # their last occurrence, whose asset index row is written when the batch ends.
         self._batch_asset_rows: dict[tuple, tuple] | None = None
+        # Per thread inside ``coalescing``: the check evaluations it stored and that are not yet written.
+        self._held_evaluations: dict[int, list] = {}
         self._instance_folder = _instance_folder_of_event_log(base_dir)
         super().__init__(base_dir, inst_data=inst_data)
 
@@ -241,9 +277,53 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def from_config_value(cls, inst_data: ConfigurableClassData | None, config_value: Any) -> "PooledSqliteEventLogStorage":
         return cls(inst_data=inst_data, **config_value)
 
+    def _in_batch(self) -> bool:
+        return self._batch_conns is not None and self._batch_thread == threading.get_ident()
+
+    @contextmanager
+    def coalescing(self) -> Iterator[None]:
+        """Hold the check evaluations this thread stores; write them as one batch (see the module's docstring)."""
+        thread = threading.get_ident()
+        if thread in self._held_evaluations:  # already inside: the outer scope writes them
+            yield
+            return
+        self._held_evaluations[thread] = []
+        try:
+            yield
+        finally:
+            try:
+                self._write_held()
+            finally:
+                del self._held_evaluations[thread]
+
+    def _write_held(self) -> None:
+        """Write this thread's held evaluations, in the order they came: one batch, or one by one if it fails."""
+        held = self._held_evaluations.get(threading.get_ident())
+        if not held:
+            return
+        events = list(held)
+        held.clear()
+        if len(events) == 1:
+            super().store_event(events[0])
+            return
+        try:
+            self.store_event_batch(events)
+        except Exception:  # noqa: BLE001 - as Dagster does when a batch fails: store them one at a time
+            for event in events:
+                super().store_event(event)
+
+    def store_event(self, event) -> None:
+        held = self._held_evaluations.get(threading.get_ident())
+        if held is not None and _coalescable(event) and not self._in_batch():
+            held.append(event)
+            if len(held) >= _COALESCE_MAX:
+                self._write_held()
+            return
+        super().store_event(event)  # its first connection writes this thread's held evaluations first
+
     @contextmanager
     def _connect(self, shard: str) -> Iterator[db.Connection]:
-        if self._batch_conns is not None and self._batch_thread == threading.get_ident():
+        if self._in_batch():
             # Inside store_event_batch, which holds the lock: every write of the
             # batch goes through the shard's one open transaction.
             conn = self._batch_conns.get(shard)
@@ -253,6 +333,8 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
                 self._batch_conns[shard] = conn
             yield conn
             return
+        if self._held_evaluations.get(threading.get_ident()):
+            self._write_held()  # a read (or write) of this thread sees what it stored
         with self._db_lock:
             engine = self._engine(shard)
             with engine.connect() as conn:
@@ -338,6 +420,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             self._engines = OrderedDict()
             self._engines_pid = os.getpid()
             self._initialized_dbs = set()
+            self._held_evaluations = {}  # the parent's to write
         engine = self._engines.get(shard)
         if engine is not None and not os.path.exists(self.path_for_shard(shard)):
             self._drop(shard)
