@@ -34,6 +34,7 @@ PRIVATE_ADAPTERS = {
     "store.iceberg_adapter": "pyiceberg",
     "ops.runs.dagster_backfill_adapter": "dagster",
     "store.instance.dagster_sqlite_adapter": "dagster",
+    "store.instance.dagster_postgres_adapter": "dagster",
     "defs.dagster_interrupts_adapter": "dagster",
     "defs.dagster_event_adapter": "dagster",
 }

@@ -94,8 +94,10 @@ def test_packaged_team_config_ships_in_the_wheel():
 @pytest.mark.parametrize("path", [DEPLOY / "dagster.yaml", TEAM], ids=["deploy", "packaged"])
 def test_team_instance_config_is_accepted_by_dagster(path):
     config = _validated(path)
-    assert config["storage"] == {"postgres": {"postgres_url": {"env": DATABASE_ENV}}}, (
-        "storage must be dagster-postgres on the URL in $ATLASMART_DATABASE_URL"
+    assert config["storage"] == {"custom": {
+        "module": "atlasmart_dagster.store.instance.dagster_postgres_adapter", "class": "BatchingPostgresStorage",
+        "config": {"postgres_url": {"env": DATABASE_ENV}}}}, (
+        "storage must be dagster-postgres (with batched check evaluations) on the URL in $ATLASMART_DATABASE_URL"
     )
     assert config["run_launcher"] == {"module": "dagster", "class": "DefaultRunLauncher"}
     assert config["telemetry"] == {"enabled": False}

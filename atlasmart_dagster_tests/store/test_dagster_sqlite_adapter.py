@@ -349,7 +349,7 @@ def test_held_evaluations_whose_batch_fails_are_stored_one_by_one_once_each(tmp_
 
 
 def test_other_threads_and_other_instances_store_their_evaluations_at_once(tmp_path):
-    from atlasmart_dagster.store.instance.dagster_sqlite_adapter import coalesced_check_evaluations
+    from atlasmart_dagster.store.instance.held_check_evaluations import coalesced_check_evaluations
 
     storage = PooledSqliteEventLogStorage(str(tmp_path))
     storage.store_event(_check_planned("r1", "grain_unique", "2026-09-17"))

@@ -13,7 +13,7 @@ import dagster as dg
 from ...domain.controls import ControlTuple
 from ...product.lanes import LANE_TAG, MANUAL, lane_of
 from ...store.ledger.partition_states import BUILT
-from ...store.instance.dagster_sqlite_adapter import coalesced_check_evaluations
+from ...store.instance.held_check_evaluations import coalesced_check_evaluations
 from ...store.platform import Platform
 from ..partitions import partition_keys_from_tags
 from ..dagster_event_adapter import judging_each

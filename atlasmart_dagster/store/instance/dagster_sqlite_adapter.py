@@ -38,16 +38,8 @@ such event, not once per event: each kind of asset event overwrites a fixed
 set of that row's columns, so the row ends the same, and a range's
 materializations of one asset no longer rewrite it once per day.
 
-Check evaluations a step reports for a range (one per check and day, 420
-for a 30-day range of the daily chain) are stored by Dagster one at a time,
-three transactions and a checkpoint each: Dagster batches a step's
-materializations but never its check evaluations. Inside
-``coalesced_check_evaluations`` (which ``Step.report_checks`` enters around
-what it yields) the evaluations this thread stores are held and written as
-one batch, through ``store_event_batch``, before anything else this thread
-stores or reads through the event log, and when the scope ends. The event
-order is unchanged; another process sees the evaluations a few milliseconds
-later, when the step reaches its next event.
+Check evaluations held by a step (``held_check_evaluations.py``) are
+written through ``store_event_batch``: one transaction per shard.
 
 ``PooledSqliteStorage`` is ``DagsterSqliteStorage`` (the ``storage: sqlite``
 default, same folders under ``base_dir``) with this event log; the embedded
@@ -98,6 +90,8 @@ from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
 from dagster._serdes import ConfigurableClassData
 from dagster._utils import mkdir_p
 from sqlalchemy.pool import QueuePool
+
+from .held_check_evaluations import HeldCheckEvaluations
 
 # Dagster's own busy timeout for its SQLite shards (seconds).
 _BUSY_TIMEOUT_SECONDS = 15
@@ -227,34 +221,11 @@ def prepare_storage(instance_folder: str) -> None:
 _BULK_EVENT_TYPES = frozenset({DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION})
 
 
-# Events held inside ``coalesced_check_evaluations`` and stored as one batch; at most this many are held.
-_COALESCED_EVENT_TYPES = frozenset({DagsterEventType.ASSET_CHECK_EVALUATION})
-_COALESCE_MAX = 1000
-
-
-def _coalescable(event) -> bool:
-    return bool(event.is_dagster_event and event.dagster_event_type in _COALESCED_EVENT_TYPES)
-
-
-@contextmanager
-def coalesced_check_evaluations(instance) -> Iterator[None]:
-    """Within: the check evaluations this thread stores on ``instance`` are written as one batch.
-
-    On an instance whose event log is not the pooled SQLite one this does nothing.
-    """
-    storage = getattr(instance, "event_log_storage", None)
-    if not isinstance(storage, PooledSqliteEventLogStorage):
-        yield
-        return
-    with storage.coalescing():
-        yield
-
-
 def _in_bulk(event) -> bool:
     return bool(event.is_dagster_event and event.dagster_event_type in _BULK_EVENT_TYPES and event.dagster_event.asset_key)
 
 
-class PooledSqliteEventLogStorage(SqliteEventLogStorage):
+class PooledSqliteEventLogStorage(HeldCheckEvaluations, SqliteEventLogStorage):
     """``SqliteEventLogStorage`` that reuses one engine and its open connection per shard."""
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
@@ -268,8 +239,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         # While a batch is stored: the last event of each (asset key, event type), in the order of
         # their last occurrence, whose asset index row is written when the batch ends.
         self._batch_asset_rows: dict[tuple, tuple] | None = None
-        # Per thread inside ``coalescing``: the check evaluations it stored and that are not yet written.
-        self._held_evaluations: dict[int, list] = {}
+        self._init_held()
         self._instance_folder = _instance_folder_of_event_log(base_dir)
         super().__init__(base_dir, inst_data=inst_data)
 
@@ -280,46 +250,15 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def _in_batch(self) -> bool:
         return self._batch_conns is not None and self._batch_thread == threading.get_ident()
 
-    @contextmanager
-    def coalescing(self) -> Iterator[None]:
-        """Hold the check evaluations this thread stores; write them as one batch (see the module's docstring)."""
-        thread = threading.get_ident()
-        if thread in self._held_evaluations:  # already inside: the outer scope writes them
-            yield
-            return
-        self._held_evaluations[thread] = []
-        try:
-            yield
-        finally:
-            try:
-                self._write_held()
-            finally:
-                del self._held_evaluations[thread]
+    def _store_one(self, event) -> None:
+        super().store_event(event)
 
-    def _write_held(self) -> None:
-        """Write this thread's held evaluations, in the order they came: one batch, or one by one if it fails."""
-        held = self._held_evaluations.get(threading.get_ident())
-        if not held:
-            return
-        events = list(held)
-        held.clear()
-        if len(events) == 1:
-            super().store_event(events[0])
-            return
-        try:
-            self.store_event_batch(events)
-        except Exception:  # noqa: BLE001 - as Dagster does when a batch fails: store them one at a time
-            for event in events:
-                super().store_event(event)
+    def _store_together(self, events) -> None:
+        self.store_event_batch(events)
 
     def store_event(self, event) -> None:
-        held = self._held_evaluations.get(threading.get_ident())
-        if held is not None and _coalescable(event) and not self._in_batch():
-            held.append(event)
-            if len(held) >= _COALESCE_MAX:
-                self._write_held()
-            return
-        super().store_event(event)  # its first connection writes this thread's held evaluations first
+        if self._in_batch() or not self._hold(event):
+            super().store_event(event)  # its first connection writes this thread's held evaluations first
 
     @contextmanager
     def _connect(self, shard: str) -> Iterator[db.Connection]:
@@ -333,8 +272,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
                 self._batch_conns[shard] = conn
             yield conn
             return
-        if self._held_evaluations.get(threading.get_ident()):
-            self._write_held()  # a read (or write) of this thread sees what it stored
+        self._write_held()  # a read (or write) of this thread sees what it stored
         with self._db_lock:
             engine = self._engine(shard)
             with engine.connect() as conn:
@@ -420,7 +358,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             self._engines = OrderedDict()
             self._engines_pid = os.getpid()
             self._initialized_dbs = set()
-            self._held_evaluations = {}  # the parent's to write
+            self._forget_held()
         engine = self._engines.get(shard)
         if engine is not None and not os.path.exists(self.path_for_shard(shard)):
             self._drop(shard)
