@@ -36,6 +36,7 @@ from typing import Any
 from ..defs.partitions import FIRST_SALES_DATE
 from ..domain.controls import ControlTuple
 from ..errors import UsageError
+from .cost_per_day import cost_per_day_chart
 from .generator import generate
 from .progress import Progress
 
@@ -75,6 +76,9 @@ FULL = [
              peer_target=0.6, team=True, repeats=2),
     Scenario("cli_range_365x100k", 365, 100_000, "cli", 1.5,
              "`dagster asset materialize --partition-range` 365 days, embedded instance", peer_target=0.8, repeats=2),
+    # Three years: does the cost per day stay flat (cost_per_day.png)? The peer may not fit in memory.
+    Scenario("cli_range_1095x100k", 1095, 100_000, "cli", 1.5,
+             "`dagster asset materialize --partition-range` 1,095 days, embedded instance", peer_target=0.7, repeats=1),
     # In-process breakdown (DagsterInstance.ephemeral(): no instance storage cost; not what users run).
     Scenario("day_10k", 1, 10_000, "day", description="one 10k-row day, warm in-process"),
     Scenario("day_100k", 1, 100_000, "day", 2.5, "one 100k-row day, warm in-process", peer_target=0.2),
@@ -434,6 +438,7 @@ def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: 
     report_md = {**report, "changes": changes.read_text() if changes.exists() else None}
     (out / "RESULTS.md").write_text(markdown(report_md))
     chart(report, out / "chart.png")
+    cost_per_day_chart(results, out / "cost_per_day.png")
     return report
 
 
