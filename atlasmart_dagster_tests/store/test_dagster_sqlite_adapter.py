@@ -361,3 +361,24 @@ def test_other_threads_and_other_instances_store_their_evaluations_at_once(tmp_p
     with dg.instance_for_test() as instance, coalesced_check_evaluations(instance):  # not the pooled log: no effect
         assert not isinstance(instance.event_log_storage, PooledSqliteEventLogStorage)
     storage.dispose()
+
+
+def test_a_scope_ended_on_another_thread_still_writes_what_it_held(tmp_path):
+    """A step's generator closed by the garbage collector ends its scope on whichever thread collects it."""
+    storage = PooledSqliteEventLogStorage(str(tmp_path))
+    storage.store_event(_check_planned("r1", "grain_unique", "2026-09-17"))
+
+    def step():
+        with storage.coalescing():
+            yield
+            storage.store_event(_evaluation("r1", "grain_unique", "2026-09-17"))
+            yield
+
+    generator = step()
+    next(generator)
+    next(generator)  # the evaluation is held
+    closer = threading.Thread(target=generator.close)
+    closer.start()
+    closer.join()
+    assert _event_types(SqliteEventLogStorage(str(tmp_path)), "r1")[-1] == ("ASSET_CHECK_EVALUATION", "2026-09-17")
+    storage.dispose()

@@ -72,8 +72,10 @@ class HeldCheckEvaluations:
         try:
             yield
         finally:
+            # The scope's own thread, even when the scope ends elsewhere (a generator closed by the
+            # garbage collector in another thread): what it held is written, never dropped.
             try:
-                self._write_held()
+                self._write_held(thread)
             finally:
                 del self._held_evaluations[thread]
 
@@ -87,9 +89,9 @@ class HeldCheckEvaluations:
             self._write_held()
         return True
 
-    def _write_held(self) -> None:
-        """Write this thread's held evaluations in the order they came: together, or one by one if that fails."""
-        held = self._held_evaluations.get(threading.get_ident())
+    def _write_held(self, thread: int | None = None) -> None:
+        """Write a thread's (default: this thread's) held evaluations in the order they came: together, or one by one."""
+        held = self._held_evaluations.get(threading.get_ident() if thread is None else thread)
         if not held:
             return
         events = list(held)
