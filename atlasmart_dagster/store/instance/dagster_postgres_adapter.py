@@ -38,11 +38,19 @@ from dagster_postgres.storage import DagsterPostgresStorage
 from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
 
 from .held_check_evaluations import HeldCheckEvaluations
+from .remembered_tables import RememberedTables
 
 _MODULE = __name__
 
 
-class BatchingPostgresEventLogStorage(HeldCheckEvaluations, PostgresEventLogStorage):
+def _storage_arguments(config_value) -> dict:
+    """A ``storage: postgres`` config (Dagster's ``pg_config``) as the constructor's arguments, as Dagster reads it."""
+    return {"postgres_url": pg_url_from_config(config_value),
+            "should_autocreate_tables": config_value.get("should_autocreate_tables", True),
+            "token_provider": get_token_provider_from_config(config_value)}
+
+
+class BatchingPostgresEventLogStorage(HeldCheckEvaluations, RememberedTables, PostgresEventLogStorage):
     """``PostgresEventLogStorage`` that writes a step's held check evaluations in one transaction."""
 
     def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
@@ -50,14 +58,11 @@ class BatchingPostgresEventLogStorage(HeldCheckEvaluations, PostgresEventLogStor
         self._init_held()
         # The connection of the transaction this thread is writing held evaluations through.
         self._batch_conns: dict[int, object] = {}
-        self._tables_seen: set[str] = set()
         super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data, token_provider=token_provider)
 
     @classmethod
     def from_config_value(cls, inst_data, config_value) -> "BatchingPostgresEventLogStorage":
-        return cls(inst_data=inst_data, postgres_url=pg_url_from_config(config_value),
-                   should_autocreate_tables=config_value.get("should_autocreate_tables", True),
-                   token_provider=get_token_provider_from_config(config_value))
+        return cls(inst_data=inst_data, **_storage_arguments(config_value))
 
     @contextmanager
     def _connect(self) -> Iterator:
@@ -88,14 +93,6 @@ class BatchingPostgresEventLogStorage(HeldCheckEvaluations, PostgresEventLogStor
         if threading.get_ident() in self._batch_conns or not self._hold(event):
             super().store_event(event)  # its first connection writes this thread's held evaluations first
 
-    def has_table(self, table_name: str) -> bool:
-        if table_name in self._tables_seen:
-            return True
-        found = super().has_table(table_name)
-        if found:
-            self._tables_seen.add(table_name)
-        return found
-
 
 class BatchingPostgresStorage(DagsterPostgresStorage):
     """``DagsterPostgresStorage`` (``storage: postgres``) with ``BatchingPostgresEventLogStorage``."""
@@ -121,9 +118,7 @@ class BatchingPostgresStorage(DagsterPostgresStorage):
 
     @classmethod
     def from_config_value(cls, inst_data, config_value) -> "BatchingPostgresStorage":
-        return cls(inst_data=inst_data, postgres_url=pg_url_from_config(config_value),
-                   should_autocreate_tables=config_value.get("should_autocreate_tables", True),
-                   token_provider=get_token_provider_from_config(config_value))
+        return cls(inst_data=inst_data, **_storage_arguments(config_value))
 
     @property
     def event_storage_data(self) -> ConfigurableClassData | None:

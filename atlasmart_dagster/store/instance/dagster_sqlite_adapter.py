@@ -92,6 +92,7 @@ from dagster._utils import mkdir_p
 from sqlalchemy.pool import QueuePool
 
 from .held_check_evaluations import HeldCheckEvaluations
+from .remembered_tables import RememberedTables
 
 # Dagster's own busy timeout for its SQLite shards (seconds).
 _BUSY_TIMEOUT_SECONDS = 15
@@ -225,13 +226,12 @@ def _in_bulk(event) -> bool:
     return bool(event.is_dagster_event and event.dagster_event_type in _BULK_EVENT_TYPES and event.dagster_event.asset_key)
 
 
-class PooledSqliteEventLogStorage(HeldCheckEvaluations, SqliteEventLogStorage):
+class PooledSqliteEventLogStorage(HeldCheckEvaluations, RememberedTables, SqliteEventLogStorage):
     """``SqliteEventLogStorage`` that reuses one engine and its open connection per shard."""
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
         self._engines: OrderedDict[str, db.Engine] = OrderedDict()
         self._engines_pid = os.getpid()
-        self._tables_seen: set[str] = set()
         # While this thread stores a batch: the batch's open connection per
         # shard, each inside one transaction committed when the batch ends.
         self._batch_conns: dict[str, db.Connection] | None = None
@@ -398,18 +398,6 @@ class PooledSqliteEventLogStorage(HeldCheckEvaluations, SqliteEventLogStorage):
     def _drop_all(self) -> None:
         for shard in list(self._engines):
             self._drop(shard)
-
-    def has_table(self, table_name: str) -> bool:
-        """Dagster asks this for every check evaluation it stores (with a new engine each time).
-
-        A table that exists is remembered: Dagster's migrations add tables and never drop one.
-        """
-        if table_name in self._tables_seen:
-            return True
-        found = super().has_table(table_name)
-        if found:
-            self._tables_seen.add(table_name)
-        return found
 
     def wipe(self) -> None:
         with self._db_lock:
