@@ -57,9 +57,8 @@ from .ledger.run_records import RetrySpool, retry_key
 from .locks import home_lock
 from .raw_store import ObjectRawStore, RawStore
 from .tables import NAMESPACE, TABLES_BY_NAME, embedded_home_of
-from .warehouse import CatalogProbe, Warehouse
+from .warehouse import DEFAULT_CHUNK_ROWS, CatalogProbe, Warehouse
 
-DEFAULT_CHUNK_ROWS = 2_000_000
 FIRST_USE = "first use"
 ADOPTED = "adopted"
 logger = logging.getLogger(__name__)
@@ -181,7 +180,7 @@ class Platform:
 
     @cached_property
     def _warehouse(self) -> Warehouse:
-        return Warehouse(self.home)
+        return Warehouse(self.home, chunk_rows=self.chunk_rows)
 
     @property
     def warehouse(self) -> Warehouse:
