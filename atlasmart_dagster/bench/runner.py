@@ -69,13 +69,13 @@ FULL = [
              "the UI's path: an asset backfill of 30 days run by dagster-daemon, embedded instance", peer_target=0.6,
              repeats=2),
     Scenario("team_cli_range_30x100k", 30, 100_000, "cli", None,
-             "`dagster asset materialize --partition-range` 30 days, team instance (Postgres)", peer_target=0.5,
+             "`dagster asset materialize --partition-range` 30 days, team instance (Postgres)", peer_target=0.7,
              team=True, repeats=2),
     Scenario("team_daemon_range_30x100k", 30, 100_000, "daemon", None,
              "the UI's path on the team instance (Postgres): asset backfill of 30 days by dagster-daemon",
-             peer_target=0.6, team=True, repeats=2),
+             peer_target=0.7, team=True, repeats=2),
     Scenario("cli_range_365x100k", 365, 100_000, "cli", 1.5,
-             "`dagster asset materialize --partition-range` 365 days, embedded instance", peer_target=0.8, repeats=2),
+             "`dagster asset materialize --partition-range` 365 days, embedded instance", peer_target=0.7, repeats=2),
     # Three years: does the cost per day stay flat (cost_per_day.png)? The peer may not fit in memory.
     Scenario("cli_range_1095x100k", 1095, 100_000, "cli", 1.5,
              "`dagster asset materialize --partition-range` 1,095 days, embedded instance", peer_target=0.7, repeats=1),
@@ -561,11 +561,49 @@ def _user_paths_section(report: dict) -> list[str]:
         correct = r["ours_correct"] and r["peer_correct"] is not False
         lines.append(
             f"| {r['name']} | {'team' if r.get('team') else 'embedded'} | {r['partitions']} | {r['ours_seconds']} "
-            f"| {r['peer_seconds'] if r['peer_seconds'] is not None else r['peer_status']} | {r['peer_ratio'] or '-'} "
+            f"| {r['peer_seconds'] if r['peer_seconds'] is not None else r['peer_status']} | {_pair_ratios(r)} "
             f"| {r['peer_target'] or '-'} | {_yes_no(r['peer_met'])} | {r['ours_time_to_certified']} | {share} "
             f"| {r.get('events_per_partition') or '-'} | {r['ours_peak_rss_mb'] or '-'} / {r['peer_peak_rss_mb'] or '-'} "
             f"| {loads} | {'yes' if correct else 'NO'} |")
     return lines + [""]
+
+
+def _pair_ratios(result: dict) -> str:
+    """The median ours / peer, then each interleaved pair's own ratio: one pair can hide behind a median."""
+    if not result.get("peer_ratio"):
+        return "-"
+    pairs = [round(o / p, 2) for o, p in zip(result["ours_seconds_runs"], result["peer_seconds_runs"]) if p]
+    return f"{result['peer_ratio']} ({', '.join(map(str, pairs))})" if len(pairs) > 1 else str(result["peer_ratio"])
+
+
+def rejudge(report: dict) -> dict:
+    """The report with every scenario's targets and verdicts as the scenarios define them now.
+
+    Targets are policy and the seconds are measurements: when a target
+    changes, the measured runs are judged again, not run again.
+    """
+    known = {sc.name: sc for sc in QUICK + FULL}
+    results = []
+    for r in report["results"]:
+        scenario = known.get(r["name"])
+        if scenario is not None:
+            target, peer_target = scenario.target, scenario.peer_target
+            r = {**r, "target": target, "peer_target": peer_target,
+                 "met": None if target is None else bool(r["ratio"] is not None and r["ratio"] <= target),
+                 "peer_met": None if peer_target is None or r["peer_status"] != "ran"
+                 else bool(r["peer_ratio"] is not None and r["peer_ratio"] <= peer_target)}
+        results.append(r)
+    return {**report, "results": results}
+
+
+def render(out: Path) -> None:
+    """Write ``out``'s RESULTS.md and charts again from its results.json (re-judged) and CHANGES.md."""
+    report = rejudge(json.loads((out / "results.json").read_text()))
+    (out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    changes = out / "CHANGES.md"
+    (out / "RESULTS.md").write_text(markdown({**report, "changes": changes.read_text() if changes.exists() else None}))
+    chart(report, out / "chart.png")
+    cost_per_day_chart(report["results"], out / "cost_per_day.png")
 
 
 def chart(report: dict, path: Path) -> bool:
@@ -641,3 +679,10 @@ def _ratio_chart(results: list[dict], path: Path, plt) -> bool:
 
 
 __all__ = ["run_benchmark", "FULL", "QUICK", "Scenario"]
+
+
+if __name__ == "__main__":
+    # python -m atlasmart_dagster.bench.runner render DIR: RESULTS.md again from DIR's results.json and CHANGES.md
+    if sys.argv[1:2] != ["render"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m atlasmart_dagster.bench.runner render DIR")
+    render(Path(sys.argv[2]))
