@@ -22,6 +22,10 @@ row ends in exactly one of the two outputs, so staged = accepted + quarantined.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import duckdb
 import pyarrow as pa
 
@@ -157,6 +161,16 @@ def run_gate(con: duckdb.DuckDBPyConnection, raw: str = "raw_order_lines", table
     """
     con.execute(f"CREATE OR REPLACE {'TABLE' if shared else 'TEMP TABLE'} {table} AS {gate_sql(raw)}")
     return _STAGED.format(gated=table), _QUARANTINED.format(gated=table)
+
+
+@contextmanager
+def shared_gate_table(con: duckdb.DuckDBPyConnection) -> Iterator[str]:
+    """A name for ``run_gate(..., shared=True)``'s table, unique to the caller; the table is dropped when the block ends."""
+    table = f"main.__gated_{uuid.uuid4().hex}"
+    try:
+        yield table
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def day_queries(sql: str, days: list[str]) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Staging layer: the quality gate splits raw rows into accepted versions and quarantine."""
 
-import uuid
+from contextlib import closing
 
 import dagster as dg
 
@@ -8,7 +8,7 @@ from ...domain.check_names import QUALITY_WITHIN_THRESHOLDS, STAGED_ROWS_RECONCI
 from ...product.contract_approvals import contract_of_day
 from ...store.tables import QUARANTINE_ORDER_LINES, RAW_ORDER_LINES, STG_ORDER_LINES
 from ...store.warehouse import duckdb_connection, plan_chunks
-from ...transforms.staging import REASONS, day_queries, run_gate
+from ...transforms.staging import REASONS, day_queries, run_gate, shared_gate_table
 from ..resources import AtlasmartResource
 from ..retries import classified
 from .asset_args import DAILY_ASSET_ARGS, blocking_check, table_asset_args
@@ -75,11 +75,9 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
     staged_meta: dict[str, dict] = {}
     quarantine_meta: dict[str, dict] = {}
     counts = step.warehouse.partition_row_counts(RAW_ORDER_LINES, step.partitions)
-    con = duckdb_connection()
-    # The chunk's gate outcome, readable from every cursor: each day's staged and quarantined rows are
-    # then written from it day by day, as a day alone is, with no staged copy of the chunk to sort.
-    gated = f"main.__gated_{uuid.uuid4().hex}"
-    try:
+    # Each chunk's gate outcome goes in a table every cursor can read: each day's staged and quarantined
+    # rows are then written from it day by day, as a day alone is, with no staged copy of the chunk to sort.
+    with closing(duckdb_connection()) as con, shared_gate_table(con) as gated:
         for chunk in plan_chunks(counts, step.platform.chunk_rows):
             step.warehouse.register(con, RAW_ORDER_LINES, chunk)
             staged, quarantined = run_gate(con, table=gated, shared=True)
@@ -129,9 +127,6 @@ def stg_order_lines(context: dg.AssetExecutionContext, atlasmart: AtlasmartResou
                     }
                     quarantine_meta[partition] = {"quarantined": refused[partition], "reasons": dg.MetadataValue.json(reasons[partition])}
                     step.log_partition(partition, "ok" if ok else "mismatch", **observed, reasons=reasons[partition])
-    finally:
-        con.execute(f"DROP TABLE IF EXISTS {gated}")
-        con.close()
     step.add_partition_metadata(staged_meta, asset_key=STG_ORDER_LINES.name)
     step.add_partition_metadata(quarantine_meta, asset_key=QUARANTINE_ORDER_LINES.name)
     yield dg.MaterializeResult(asset_key=STG_ORDER_LINES.name)
