@@ -420,7 +420,7 @@ def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: 
             "seconds_per_partition": round(ours_s / len(days), 3),
             "rows_per_second": round(rows / ours_s),
             "reference_rows_per_second": round(rows / reference_s),
-            "met": None if scenario.target is None else bool(ratio is not None and ratio <= scenario.target),
+            "met": _met(ratio, scenario.target),
             **_peer_result(scenario, peer_runs, ours_s, rows, len(days),
                            peer_status if scenario.peer else "not run in this scenario"),
         }
@@ -432,14 +432,17 @@ def run_benchmark(workdir: Path, out: Path, quick: bool = False, show_progress: 
               "peer": peer_status or "not run in these scenarios",
               "all_correct": all(r["ours_correct"] and r["reference_correct"] and r["peer_correct"] is not False
                                  for r in results)}
-    (out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
-    # What each change bought, kept by hand next to the results (before/after on the same path).
-    changes = out / "CHANGES.md"
-    report_md = {**report, "changes": changes.read_text() if changes.exists() else None}
-    (out / "RESULTS.md").write_text(markdown(report_md))
-    chart(report, out / "chart.png")
-    cost_per_day_chart(results, out / "cost_per_day.png")
+    write_report(report, out)
     return report
+
+
+def write_report(report: dict, out: Path) -> None:
+    """results.json, RESULTS.md (with out/CHANGES.md, what each change bought, kept by hand) and the charts."""
+    (out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    changes = out / "CHANGES.md"
+    (out / "RESULTS.md").write_text(markdown({**report, "changes": changes.read_text() if changes.exists() else None}))
+    chart(report, out / "chart.png")
+    cost_per_day_chart(report["results"], out / "cost_per_day.png")
 
 
 def _peer_result(scenario: Scenario, runs: list[dict], ours_seconds: float, rows: int, partitions: int,
@@ -462,7 +465,7 @@ def _peer_result(scenario: Scenario, runs: list[dict], ours_seconds: float, rows
         "peer_correct": all(r["correct"] for r in runs),
         "peer_failures": [f for r in runs for f in r.get("failures", [])][:3],
         "peer_ratio": round(ratio, 2) if ratio else None,
-        "peer_met": None if scenario.peer_target is None else bool(ratio is not None and ratio <= scenario.peer_target),
+        "peer_met": _met(ratio, scenario.peer_target),
         "peer_rows_per_second": round(rows / peer_s) if peer_s else None,
         "peer_seconds_per_partition": round(peer_s / partitions, 3),
     }
@@ -568,6 +571,11 @@ def _user_paths_section(report: dict) -> list[str]:
     return lines + [""]
 
 
+def _met(ratio: float | None, target: float | None) -> bool | None:
+    """A target's verdict: None without a target, False without a measured ratio."""
+    return None if target is None else bool(ratio is not None and ratio <= target)
+
+
 def _pair_ratios(result: dict) -> str:
     """The median ours / peer, then each interleaved pair's own ratio: one pair can hide behind a median."""
     if not result.get("peer_ratio"):
@@ -588,22 +596,15 @@ def rejudge(report: dict) -> dict:
         scenario = known.get(r["name"])
         if scenario is not None:
             target, peer_target = scenario.target, scenario.peer_target
-            r = {**r, "target": target, "peer_target": peer_target,
-                 "met": None if target is None else bool(r["ratio"] is not None and r["ratio"] <= target),
-                 "peer_met": None if peer_target is None or r["peer_status"] != "ran"
-                 else bool(r["peer_ratio"] is not None and r["peer_ratio"] <= peer_target)}
+            r = {**r, "target": target, "peer_target": peer_target, "met": _met(r["ratio"], target),
+                 "peer_met": _met(r["peer_ratio"], peer_target) if r["peer_status"] == "ran" else None}
         results.append(r)
     return {**report, "results": results}
 
 
 def render(out: Path) -> None:
     """Write ``out``'s RESULTS.md and charts again from its results.json (re-judged) and CHANGES.md."""
-    report = rejudge(json.loads((out / "results.json").read_text()))
-    (out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
-    changes = out / "CHANGES.md"
-    (out / "RESULTS.md").write_text(markdown({**report, "changes": changes.read_text() if changes.exists() else None}))
-    chart(report, out / "chart.png")
-    cost_per_day_chart(report["results"], out / "cost_per_day.png")
+    write_report(rejudge(json.loads((out / "results.json").read_text())), out)
 
 
 def chart(report: dict, path: Path) -> bool:
