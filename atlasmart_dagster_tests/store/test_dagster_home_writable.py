@@ -100,3 +100,21 @@ def test_a_full_or_read_only_disk_under_the_dagster_folder_is_one_line(prepared,
         ("inside the AtlasMart home", "$ATLASMART_HOME (or --home)")
     assert f"the Dagster folder {dagster} ({origin}) is not writable ({reason}): cannot write {schedules}" in line
     assert line.endswith(f"; or point {where} elsewhere")
+
+
+def test_a_wal_the_daemon_removes_while_the_folder_is_probed_is_no_error(prepared, monkeypatch, capsys):
+    """SQLite deletes a ``-wal`` when the last connection closes: with ``dagster dev`` running, a command can list
+    it and find it gone a moment later. That is no refusal (CI once saw "unexpected ... schedules.db-wal")."""
+    dagster = prepared / "dagster"
+    wal = dagster / "schedules" / "schedules.db-wal"
+    wal.write_bytes(b"")
+    probe = dagster_instance._probe
+
+    def daemon_closes_first(path: Path) -> None:
+        wal.unlink(missing_ok=True)  # after the listing, before the wal's own probe
+        probe(path)
+
+    monkeypatch.setattr(dagster_instance, "_probe", daemon_closes_first)
+    assert main(["--home", str(prepared), "dagster-home"]) == 0
+    assert capsys.readouterr().out.strip() == str(dagster)
+    assert not wal.exists()

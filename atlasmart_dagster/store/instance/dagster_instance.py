@@ -101,7 +101,13 @@ def _probe(path: Path) -> None:
             os.close(handle)
             os.unlink(probe)
     else:
-        os.close(os.open(path, os.O_RDWR))
+        try:
+            os.close(os.open(path, os.O_RDWR))
+        except FileNotFoundError:
+            # Listed a moment ago, gone now: SQLite removes a -wal (and a -journal) when another process (the
+            # daemon, the UI) closes its last connection. Nothing is left to refuse; the folder's probe covers
+            # the file SQLite makes again.
+            return
 
 
 def writable_or_refused(folder: Path, origin: str) -> None:
