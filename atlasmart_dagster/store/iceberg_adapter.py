@@ -17,6 +17,10 @@ with pyiceberg's public behaviour and fails on an upgrade that changes it:
   builds for each file: nothing here reads residuals (the warehouse filters
   rows in SQL), and for a year of daily files they were ~0.1 s of every
   planned read (3,285 evaluations when certifying a year).
+
+One behaviour of pyiceberg is classified here too: ``lost_a_commit_race``
+recognises a concurrent commit that pyiceberg reports as a ``ValueError``
+rather than a ``CommitFailedException``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,24 @@ from pyiceberg.io.pyarrow import (
 )
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.table import DataScan, Table, Transaction
+
+
+# pyiceberg's SQL catalog applies a commit's updates to the table's *current* metadata when the
+# commit's requirements still hold. A commit on main asserts main's head only; one on a branch,
+# that branch's head. So a snapshot committed meanwhile on another ref (the certified branch
+# while a run commits main, or main while the certification sensor publishes the branch)
+# passes the requirements, and the new snapshot's sequence number, counted from the stale
+# metadata, is refused with this ValueError instead of CommitFailedException.
+_STALE_SEQUENCE = "Cannot add snapshot with sequence number"
+
+
+def lost_a_commit_race(exc: BaseException) -> bool:
+    """True when ``exc`` is pyiceberg refusing a commit built on metadata another commit has since moved.
+
+    Redoing the commit from the table's new head is the cure, as for
+    ``CommitFailedException`` (which pyiceberg raises when the commit's own ref moved).
+    """
+    return isinstance(exc, ValueError) and str(exc).startswith(_STALE_SEQUENCE)
 
 
 class DeleteFilesPresent(RuntimeError):

@@ -47,7 +47,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ..errors import EnvironmentFault, SnapshotMissing, StoreUnreadable, TransientError, is_transient
 from .home import AtlasmartHome, write_fault
-from .iceberg_adapter import CachedViewTransaction, data_files_for, planned_data_files
+from .iceberg_adapter import CachedViewTransaction, data_files_for, lost_a_commit_race, planned_data_files
 from .locks import home_lock
 from .object_store import S3Store, object_store_fault
 from .tables import NAMESPACE, TableSpec
@@ -493,7 +493,8 @@ class Warehouse:
                 # ValidationException: another writer replaced the same partition
                 # between our read and our commit. Replacing it again from our
                 # inputs is what a sequential run would have done (last writer wins).
-                if not (is_transient(exc) or isinstance(exc, ValidationException)):
+                # A commit on another ref meanwhile (the certified branch) is redone the same way.
+                if not (is_transient(exc) or isinstance(exc, ValidationException) or lost_a_commit_race(exc)):
                     raise
                 last_error = exc
                 # Exponential backoff with full jitter: concurrent writers spread out.
@@ -596,8 +597,8 @@ class Warehouse:
                 fault = self._fault(exc)
                 if fault is not None:
                     raise fault from exc
-                if not (is_transient(exc) or isinstance(exc, ValidationException)):
-                    raise
+                if not (is_transient(exc) or isinstance(exc, ValidationException) or lost_a_commit_race(exc)):
+                    raise  # (a commit on main meanwhile is a lost race too: redone from the new head)
                 last_error = exc
                 time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
         raise TransientError(f"publishing {spec.name}@{branch} kept conflicting after {COMMIT_ATTEMPTS} attempts: "

@@ -186,3 +186,50 @@ def test_per_day_reads_of_a_range_go_a_chunk_of_days_at_a_time_with_the_same_fig
     figures = fact_controls_and_drift_of(chunked, asked)
     assert figures["2026-01-01"][0].paid_lines == 40 and figures["2026-01-01"][1] == 1
     assert figures["2026-02-01"][0].paid_lines == 0
+
+
+@pytest.mark.parametrize("racing", ["main commit meets a branch commit", "branch commit meets a main commit"])
+def test_a_commit_that_another_ref_overtook_is_redone_from_the_new_head(tmp_path, racing):
+    """A run commits main while the certification sensor publishes the certified branch (or the other way round).
+
+    pyiceberg checks only the committing ref's head, so the commit built on the older metadata passes that
+    and is refused for its stale sequence number (a ValueError, not CommitFailedException). CI saw a mart
+    step fail so in the team deployment; it must be redone from the new head like any lost race.
+    """
+    from atlasmart_dagster.store import warehouse as warehouse_module
+
+    home = AtlasmartHome(tmp_path)
+    ours, theirs = Warehouse(home), Warehouse(home)  # two processes
+    first = ours.overwrite(AGG_DAILY_SALES, _agg("2026-09-20", "185.00"), ["2026-09-20"])
+    second = ours.overwrite(AGG_DAILY_SALES, _agg("2026-09-21", "60.00"), ["2026-09-21"])
+    ours.publish_branch(AGG_DAILY_SALES, "certified", {"2026-09-20": first}, table_properties={},
+                        snapshot_properties={})
+
+    def commit_main(warehouse: Warehouse) -> None:
+        warehouse.overwrite(AGG_DAILY_SALES, _agg("2026-09-22", "75.00"), ["2026-09-22"])
+
+    def publish_branch(warehouse: Warehouse) -> None:
+        warehouse.publish_branch(AGG_DAILY_SALES, "certified", {"2026-09-21": second}, table_properties={},
+                                 snapshot_properties={})
+
+    ours_commits, theirs_first = (commit_main, publish_branch) if racing.startswith("main") else \
+        (publish_branch, commit_main)
+    fired = []
+
+    def the_other_ref_commits_first(_home, name: str) -> None:
+        if not fired:  # once, inside our commit: the other's own commit comes back here
+            fired.append(name)
+            theirs_first(theirs)
+
+    warehouse_module.COMMIT_HOOKS.append(the_other_ref_commits_first)
+    try:
+        ours_commits(ours)
+    finally:
+        warehouse_module.COMMIT_HOOKS.remove(the_other_ref_commits_first)
+
+    assert fired  # the race happened
+    reader = Warehouse(home)
+    branch = reader.table(AGG_DAILY_SALES).metadata.refs["certified"].snapshot_id
+    assert _revenue(reader, "2026-09-20", branch) == [Decimal("185.00")]
+    assert _revenue(reader, "2026-09-21", branch) == [Decimal("60.00")]
+    assert _revenue(reader, "2026-09-22") == [Decimal("75.00")]
