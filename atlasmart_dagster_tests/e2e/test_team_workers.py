@@ -142,6 +142,8 @@ def test_thirty_days_split_into_runs_on_two_celery_workers_match_the_embedded_mo
             while time.monotonic() < deadline:
                 runs = [r for r in instance.get_runs() if "dagster/backfill" in r.tags]
                 if len(runs) >= DAYS // 10 and all(r.status in finished for r in runs):
+                    if any(r.status != dg.DagsterRunStatus.SUCCESS for r in runs):
+                        break  # nothing more will certify: the assertion below shows the processes' logs now
                     status = _status(shell)
                     if all(p["state"] == "CERTIFIED" for p in status) and len(status) == DAYS:
                         break
