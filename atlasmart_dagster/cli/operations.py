@@ -8,7 +8,7 @@ import time
 from ..store.tables import DAILY_CHAIN
 from ..defs.checks.certification_checks import report_day_states
 from ..errors import AtlasmartError, UsageError
-from ..ops.runs.backfills import BackfillRequest, earlier_submission, run_backfill, submit_to_daemon
+from ..ops.runs.backfills import BackfillRequest, earlier_submission, left_behind, run_backfill, submit_to_daemon
 from ..product.run_certification import certify_run_read
 from ..store.instance.dagster_instance import resolve_run_id
 from .context import CliContext, sales_date
@@ -59,9 +59,14 @@ def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
     # The same days and assets submitted before and not finished (its command stopped waiting):
     # that backfill is waited for (or returned), never queued a second time.
     earlier = earlier_submission(ctx.instance, ctx.platform, request)
+    finished = earlier is not None and earlier == left_behind(ctx.instance, ctx.platform, request)
+    if finished and args.via_daemon:
+        earlier = None  # nothing left to run: a submission is new work (only a waiting command collects it)
     if earlier and not ctx.as_json:
-        print(f"Dagster backfill {earlier} of the same days and assets, submitted earlier, is not finished: "
-              "using it instead of submitting another", flush=True)
+        state = ("was finished by the daemon since its command stopped waiting: its outcome is collected here"
+                 if finished else "is not finished: using it")
+        print(f"Dagster backfill {earlier} of the same days and assets, submitted earlier, {state} instead of "
+              "submitting another", flush=True)
     if args.via_daemon:
         backfill_id = submit_to_daemon(ctx.defs, ctx.instance, ctx.platform, request)
         result = {"submitted": True, "dagster_backfill_id": backfill_id, "partitions": request.partitions,

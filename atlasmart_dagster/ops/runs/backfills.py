@@ -116,11 +116,13 @@ def run_backfill(
     request_id = _admit(platform, request)
     ledger = platform.ledger
     recorded = asdict(request)
-    ledger.backfills.record(request_id, "REQUESTED", recorded, platform.clock.now())
     # In process, the lane lock admits one backfill at a time; in a team
     # deployment the run goes through the instance's queue, whose tag limits
     # are the one lane mechanism for every submitter.
     queued = platform.home.team and not instance.is_ephemeral
+    # Read before this request's own REQUESTED row below, which would be the newest request of these days.
+    adopted = left_behind(instance, platform, request) if queued else None
+    ledger.backfills.record(request_id, "REQUESTED", recorded, platform.clock.now())
     try:
         with nullcontext() if queued else lane_lock(platform.home, BACKFILL, wait_seconds):
             outcome = run_chain(
@@ -133,6 +135,7 @@ def run_backfill(
                 asset_selection=request.asset_keys,
                 log_level=log_level,
                 progress=progress,
+                backfill_id=adopted,
             )
     except DaemonStopped as stopped:
         # The work stays in the instance (queued, or a backfill the daemon has not finished):
@@ -154,6 +157,7 @@ def run_backfill(
         platform.clock.now(),
         run_id=outcome.run_id,
         success=outcome.success,
+        dagster_backfill_id=outcome.backfill_id,  # collected: a later request never waits for it again
         detail={"certified": outcome.certified, "failures": outcome.failures},
     )
     outcome.request_id = request_id
@@ -169,7 +173,41 @@ def earlier_submission(instance: dg.DagsterInstance, platform: Platform, request
     if not platform.home.team or instance.is_ephemeral:
         return None
     earlier = unfinished_asset_backfill(instance, asset_submission(request.partitions, request.asset_keys, BACKFILL))
-    return earlier.backfill_id if earlier is not None else None
+    return earlier.backfill_id if earlier is not None else left_behind(instance, platform, request)
+
+
+# What a Dagster backfill ends in once the daemon has run it (its runs decide success).
+_DONE = ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED")
+
+
+def left_behind(instance: dg.DagsterInstance, platform: Platform, request: BackfillRequest) -> str | None:
+    """The Dagster backfill of this work that a command stopped waiting for, which the daemon finished since.
+
+    A command whose daemon stopped records its request SUBMITTED with the
+    backfill and says "run again, then waits for it". The daemon, once back,
+    may finish that backfill at its first tick, before the command is run
+    again: the backfill is no longer REQUESTED, but no command collected its
+    outcome (no request FINISHED with it). The command run again collects it
+    instead of doing the work a second time. The newest request of these days
+    must be that one: any later request of them supersedes it.
+    """
+    if not platform.home.team or instance.is_ephemeral:
+        return None
+    rows = platform.ledger.backfills.list()
+    same = [r for r in rows
+            if (r["partition_from"], r["partition_to"], r["start_at"]) == (request.start, request.end, request.start_at)]
+    if not same:
+        return None
+    newest = max(same, key=lambda r: r["id"])
+    backfill_id = newest["dagster_backfill_id"]
+    stopped = newest["event"] == "SUBMITTED" and (newest["detail"] or {}).get("daemon_stopped")
+    if not stopped or not backfill_id:
+        return None
+    collected = any(r["event"] == "FINISHED" and r["dagster_backfill_id"] == backfill_id for r in rows)
+    backfill = instance.get_backfill(backfill_id)
+    if collected or backfill is None or backfill.status.value not in _DONE:
+        return None
+    return backfill_id
 
 
 def _admit(platform: Platform, request: BackfillRequest) -> str:

@@ -45,6 +45,7 @@ class RunOutcome:
     decisions: list[GateDecision] = field(default_factory=list)
     result: dg.ExecuteInProcessResult | None = field(default=None, repr=False)
     request_id: str | None = None
+    backfill_id: str | None = None  # the Dagster backfill the outcome was waited for through (team deployment)
 
     @property
     def certified(self) -> list[str]:
@@ -232,17 +233,20 @@ def run_chain(
     asset_selection: Sequence[dg.AssetKey] | None = None,
     log_level: str | None = None,
     progress=None,
+    backfill_id: str | None = None,
 ) -> RunOutcome:
     """One run of the daily chain over ``partitions`` (a single day or a contiguous range).
 
     ``asset_selection`` narrows the run to part of the chain (with its checks).
     ``log_level`` sets what Dagster's console logger prints (the event log
-    stores everything regardless).
+    stores everything regardless). ``backfill_id`` (team deployment) is a
+    Dagster backfill of this very work to wait for instead of queueing one.
     """
     partitions = sorted(partitions)
     lane = lane or lane_for(platform, partitions)
     if platform.home.team and not instance.is_ephemeral:
-        return run_through_queue(defs, instance, platform, partitions, lane, tags, certify, asset_selection)
+        return run_through_queue(defs, instance, platform, partitions, lane, tags, certify, asset_selection,
+                                 backfill_id)
     job = defs.resolve_job_def((daily_sales_job if lane == CURRENT else backfill_sales_job).name)
     if asset_selection is not None:
         job = subset_job(defs, job, asset_selection)
@@ -294,6 +298,7 @@ def run_through_queue(
     tags: Mapping[str, str] | None,
     certify: bool,
     asset_selection: Sequence[dg.AssetKey] | None,
+    backfill_id: str | None = None,
 ) -> RunOutcome:
     """The team deployment's ``run_chain``: submit to the instance's run queue, wait, then certify.
 
@@ -310,8 +315,9 @@ def run_through_queue(
         require_daemon(instance, ("QUEUED_RUN_COORDINATOR", "BACKFILL"))
         keys = list(asset_selection or backfill_sales_job.selection.resolve(defs.resolve_asset_graph()))
         title = f"atlasmart: {partitions[0]}..{partitions[-1]}"
-        backfill_id = queue_asset_backfill(defs, instance, partitions=partitions, asset_keys=keys,
-                                           tags={LANE_TAG: BACKFILL, **(tags or {})}, title=title, description=title)
+        backfill_id = backfill_id or queue_asset_backfill(
+            defs, instance, partitions=partitions, asset_keys=keys, tags={LANE_TAG: BACKFILL, **(tags or {})},
+            title=title, description=title)
         runs = wait_for_backfill(instance, backfill_id)
     success = bool(runs) and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
     outcome = RunOutcome(
@@ -321,6 +327,7 @@ def run_through_queue(
         success=success,
         failures=[m for r in runs for m in failure_messages(run_events(instance, r.run_id))]
         or ([] if success else ["the backfill launched no run (see the backfill in the UI)"]),
+        backfill_id=backfill_id if asset_selection is not None else None,
     )
     if certify:
         for run in runs:
