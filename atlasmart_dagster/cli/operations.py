@@ -58,10 +58,11 @@ def cmd_backfill(args: argparse.Namespace, ctx: CliContext) -> int:
         raise UsageError("backfill refused: " + "; ".join(problems))
     # The same days and assets submitted before and not finished (its command stopped waiting):
     # that backfill is waited for (or returned), never queued a second time.
+    # Or one the daemon finished since its command stopped waiting, which a waiting command collects
+    # (run_backfill); a --via-daemon submission never waits, so for it that is new work.
     earlier = earlier_submission(ctx.instance, ctx.platform, request)
-    finished = earlier is not None and earlier == left_behind(ctx.instance, ctx.platform, request)
-    if finished and args.via_daemon:
-        earlier = None  # nothing left to run: a submission is new work (only a waiting command collects it)
+    finished = None if earlier or args.via_daemon else left_behind(ctx.instance, ctx.platform, request)
+    earlier = earlier or finished
     if earlier and not ctx.as_json:
         state = ("was finished by the daemon since its command stopped waiting: its outcome is collected here"
                  if finished else "is not finished: using it")

@@ -494,7 +494,7 @@ class Warehouse:
                 # between our read and our commit. Replacing it again from our
                 # inputs is what a sequential run would have done (last writer wins).
                 # A commit on another ref meanwhile (the certified branch) is redone the same way.
-                if not (is_transient(exc) or isinstance(exc, ValidationException) or lost_a_commit_race(exc)):
+                if not _lost_a_race(exc):
                     raise
                 last_error = exc
                 # Exponential backoff with full jitter: concurrent writers spread out.
@@ -597,7 +597,7 @@ class Warehouse:
                 fault = self._fault(exc)
                 if fault is not None:
                     raise fault from exc
-                if not (is_transient(exc) or isinstance(exc, ValidationException) or lost_a_commit_race(exc)):
+                if not _lost_a_race(exc):
                     raise  # (a commit on main meanwhile is a lost race too: redone from the new head)
                 last_error = exc
                 time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
@@ -924,6 +924,11 @@ def _write_one_file(
 # day files cost 0.08 s per read (a tenth of certifying a year took it); the semi-join
 # costs 0.5 ms more on a few days, so short lists keep the literal form.
 _LITERAL_DAYS_MAX = 48
+
+
+def _lost_a_race(exc: BaseException) -> bool:
+    """Whether a failed commit is redone from the table's new head (a transient fault or a concurrent commit)."""
+    return is_transient(exc) or isinstance(exc, ValidationException) or lost_a_commit_race(exc)
 
 
 def day_filter(column: str, partitions: Sequence[str]) -> str:

@@ -173,10 +173,11 @@ def earlier_submission(instance: dg.DagsterInstance, platform: Platform, request
     if not platform.home.team or instance.is_ephemeral:
         return None
     earlier = unfinished_asset_backfill(instance, asset_submission(request.partitions, request.asset_keys, BACKFILL))
-    return earlier.backfill_id if earlier is not None else left_behind(instance, platform, request)
+    return earlier.backfill_id if earlier is not None else None
 
 
-# What a Dagster backfill ends in once the daemon has run it (its runs decide success).
+# What a Dagster backfill ends in once the daemon has run it to the end (its runs decide success). Unlike
+# what queue.wait_for_backfill stops waiting on, not FAILED or CANCELED: work stopped that way is done anew.
 _DONE = ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED")
 
 
